@@ -1,0 +1,3 @@
+// The public API of event-assembler. Everything a user imports comes from here
+// (or from `event-assembler/testing`).
+export * from './source/types.js';

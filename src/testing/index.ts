@@ -1,0 +1,2 @@
+// `event-assembler/testing`: rigs for users' own tests.
+export {};

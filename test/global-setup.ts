@@ -1,0 +1,2 @@
+// Placeholder: replaced by the PostgreSQL rig's global setup.
+export default function setup(): void {}
