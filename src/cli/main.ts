@@ -1,0 +1,30 @@
+#!/usr/bin/env node
+// The `event-assembler` command. Each subcommand lives in `commands/<name>.ts` and exports
+// `register(program)`; this file only assembles them.
+import { Command } from 'commander';
+import { registerCommands } from './commands/index.js';
+
+export function buildProgram(): Command {
+  const program = new Command();
+  program
+    .name('event-assembler')
+    .description(
+      'Turns PostgreSQL row changes into versioned business events in KurrentDB.\n\n' +
+        'Capture reads a logical replication slot (pgoutput), groups changes by source transaction,\n' +
+        'hands complete transactions to your mappers, validates each event against its JSON Schema\n' +
+        'contract and appends it to KurrentDB with a deterministic id and a specific expected revision.',
+    )
+    .showHelpAfterError('(run with --help for usage)');
+  registerCommands(program);
+  return program;
+}
+
+const isMain = process.argv[1] !== undefined && import.meta.url === new URL(`file://${process.argv[1]}`).href;
+if (isMain) {
+  buildProgram()
+    .parseAsync(process.argv)
+    .catch((error: unknown) => {
+      console.error(error instanceof Error ? error.message : String(error));
+      process.exitCode = process.exitCode || 1;
+    });
+}
