@@ -10,9 +10,10 @@ export function buildProgram(): Command {
     .name('event-assembler')
     .description(
       'Turns PostgreSQL row changes into versioned business events in KurrentDB.\n\n' +
-        'Capture reads a logical replication slot (pgoutput), groups changes by source transaction,\n' +
-        'hands complete transactions to your mappers, validates each event against its JSON Schema\n' +
-        'contract and appends it to KurrentDB with a deterministic id and a specific expected revision.',
+        'Capture reads a logical replication slot (pgoutput) and groups changes by source ' +
+        'transaction; your mappers turn each complete transaction into business events, each ' +
+        'validated against its JSON Schema contract and appended to KurrentDB with a ' +
+        'deterministic id and a specific expected revision.',
     )
     .showHelpAfterError('(run with --help for usage)');
   registerCommands(program);
