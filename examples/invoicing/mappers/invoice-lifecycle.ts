@@ -1,0 +1,79 @@
+import { defineMapper, type EventFor } from '../../../src/mapping/index.js';
+import type { EventContracts, InvoiceLineRow, InvoiceRow, InvoicingTables } from './types.js';
+
+type InvoiceEvent = EventFor<EventContracts>;
+
+/**
+ * The invoice's life as business events, from status transitions:
+ * - insert with status `draft` → InvoiceDrafted v1;
+ * - update `draft` → `issued` → InvoiceIssued v2, with the lines the application inserted in
+ *   the same transaction (it issues an invoice by writing its lines and flipping the status at once);
+ * - update to `void` → InvoiceVoided v1 (voidedAt = commit time).
+ *
+ * Needs the old `status` (REPLICA IDENTITY FULL on invoice). Snapshot records are left to `invoice-import`.
+ */
+export const invoiceLifecycle = defineMapper<EventContracts, InvoicingTables>({
+  name: 'invoice-lifecycle',
+  tables: {
+    'public.invoice': {
+      columns: ['id', 'customer_id', 'number', 'status', 'currency', 'total', 'issued_at', 'due_date', 'void_reason'],
+      before: ['status'],
+    },
+    'public.invoice_line': { columns: ['invoice_id', 'line_no', 'description', 'quantity', 'unit_price', 'amount'] },
+  },
+  map(tx) {
+    if (tx.isSnapshot) return [];
+    const events: InvoiceEvent[] = [];
+    for (const change of tx.changes('public.invoice')) {
+      const invoice = change.after;
+      if (change.op === 'insert' && invoice?.status === 'draft') {
+        events.push({
+          stream: `invoice-${invoice.id}`,
+          type: 'InvoiceDrafted',
+          version: 1,
+          data: { invoiceId: invoice.id, customerId: invoice.customer_id, currency: invoice.currency },
+        });
+      } else if (change.op === 'update' && change.changedFrom('status', 'draft').to('issued')) {
+        events.push(invoiceIssued(change.after, tx.related('public.invoice_line', { invoice_id: change.after.id }), tx.commitTime));
+      } else if (change.op === 'update' && change.changedTo('status', 'void')) {
+        events.push({
+          stream: `invoice-${change.after.id}`,
+          type: 'InvoiceVoided',
+          version: 1,
+          data: { invoiceId: change.after.id, reason: change.after.void_reason, voidedAt: tx.commitTime },
+        });
+      }
+    }
+    return events;
+  },
+});
+
+function invoiceIssued(invoice: InvoiceRow, lines: readonly InvoiceLineRow[], commitTime: string): InvoiceEvent {
+  if (lines.length === 0) {
+    // Loud rather than an InvoiceIssued without lines: the lines must come in the issuing transaction.
+    throw new Error(`invoice ${invoice.id} was issued without its lines in the same transaction`);
+  }
+  if (invoice.number === null) throw new Error(`invoice ${invoice.id} was issued without a number`);
+  return {
+    stream: `invoice-${invoice.id}`,
+    type: 'InvoiceIssued',
+    version: 2,
+    data: {
+      invoiceId: invoice.id,
+      customerId: invoice.customer_id,
+      number: invoice.number,
+      total: { amount: invoice.total, currency: invoice.currency },
+      issuedAt: invoice.issued_at ?? commitTime,
+      dueDate: invoice.due_date,
+      lines: [...lines]
+        .sort((a, b) => a.line_no - b.line_no)
+        .map((line) => ({
+          lineNo: line.line_no,
+          description: line.description,
+          quantity: line.quantity,
+          unitPrice: line.unit_price,
+          amount: line.amount,
+        })),
+    },
+  };
+}

@@ -1,0 +1,285 @@
+import type { SourceUnit } from '../source/types.js';
+import type { VisibleChange } from './allowlist.js';
+import type { AnyMapper, MappedEvent } from './define-mapper.js';
+import { canonicalKey, changeEventId, EVENT_ASSEMBLER_NAMESPACE, snapshotEventId, uuidv5 } from './event-id.js';
+import {
+  describeCause,
+  diagnosisKeys,
+  failedRecordsStream,
+  type FailedRecord,
+  type FailureDiagnosis,
+} from './failed-record.js';
+import { MapperConfigError, MapperError, MapperOutputError } from './mapper-error.js';
+import { createTransactionView } from './transaction-view.js';
+
+/** Who is mapping: fixed for the life of an assembler; part of every event id. */
+export interface MapContext {
+  /** The assembler's name (configuration), e.g. `invoicing`. */
+  readonly assembler: string;
+  /** The source database and slot, e.g. `<systemId>:<slot>`. */
+  readonly sourceIdentity: string;
+}
+
+/** An event ready for the sink: deterministic id, standard metadata (flat strings). */
+export interface EventToAppend {
+  readonly id: string;
+  readonly stream: string;
+  readonly type: string;
+  readonly version: number;
+  readonly data: Readonly<Record<string, unknown>>;
+  readonly metadata: Readonly<Record<string, string>>;
+}
+
+export interface MapResult {
+  readonly events: readonly EventToAppend[];
+  /** Failures of mappers whose policy is `park`. */
+  readonly failed: readonly FailedRecord[];
+}
+
+/**
+ * The standard metadata keys, filled in by the SDK. A mapper's own metadata is merged in but
+ * cannot overwrite these.
+ */
+export const STANDARD_METADATA_KEYS = [
+  'source.checkpoint',
+  'source.commitLsn',
+  'source.xid',
+  'source.commitTime',
+  'origin',
+  'snapshot.generation',
+  'source.tables',
+  'source.operations',
+  'entity.type',
+  'entity.id',
+  '$correlationId',
+  'contract',
+  'transaction.index',
+  'transaction.count',
+  'mapper',
+  'assembler',
+] as const;
+
+const STANDARD = new Set<string>(STANDARD_METADATA_KEYS);
+
+/** Metadata prefixes a mapper may not use: `$` is KurrentDB's (`$correlationId`, `$schema.*`), `receipt.` the sink's. */
+export const RESERVED_METADATA_PREFIXES: readonly string[] = ['$', 'receipt.'];
+const RESERVED_PREFIXES = RESERVED_METADATA_PREFIXES;
+
+/**
+ * The transaction identity shared by all events of one source unit (`$correlationId`):
+ * `<sourceIdentity>:<commitLsn>:<xid>` for transactions; for snapshot records
+ * `<sourceIdentity>:snapshot:<generation>:<table>:<digest of the key>` (a digest, so that key
+ * columns a mapper did not allowlist never show in metadata).
+ */
+export function correlationId(unit: SourceUnit, context: MapContext): string {
+  if (unit.kind === 'transaction') return `${context.sourceIdentity}:${unit.commitLsn}:${unit.xid}`;
+  const keyDigest = uuidv5(canonicalKey(unit.change.key), EVENT_ASSEMBLER_NAMESPACE);
+  return `${context.sourceIdentity}:snapshot:${unit.snapshotGeneration}:${unit.table}:${keyDigest}`;
+}
+
+/** Metadata describing the unit as one mapper saw it (shared by its events and its failed records). */
+function sourceMetadata(unit: SourceUnit, visible: readonly VisibleChange[], context: MapContext, mapper: string): Record<string, string> {
+  const metadata: Record<string, string> = {};
+  if (unit.kind === 'transaction') {
+    metadata['source.checkpoint'] = unit.position.checkpoint;
+    metadata['source.commitLsn'] = unit.commitLsn;
+    metadata['source.xid'] = String(unit.xid);
+    metadata['source.commitTime'] = unit.commitTime;
+    metadata['origin'] = 'change';
+  } else {
+    metadata['origin'] = 'snapshot';
+    metadata['snapshot.generation'] = unit.snapshotGeneration;
+  }
+  metadata['source.tables'] = [...new Set(visible.map((c) => c.table))].sort().join(',');
+  metadata['source.operations'] = [...new Set(visible.map((c) => c.op))].sort().join(',');
+  metadata['$correlationId'] = correlationId(unit, context);
+  metadata['mapper'] = mapper;
+  metadata['assembler'] = context.assembler;
+  return metadata;
+}
+
+function diagnose(unit: SourceUnit, visible: readonly VisibleChange[], context: MapContext, mapper: string, error: unknown): FailureDiagnosis {
+  return {
+    assembler: context.assembler,
+    mapper,
+    origin: unit.kind === 'transaction' ? 'change' : 'snapshot',
+    position:
+      unit.kind === 'transaction'
+        ? { checkpoint: unit.position.checkpoint, commitLsn: unit.commitLsn, xid: unit.xid, commitTime: unit.commitTime }
+        : null,
+    snapshotGeneration: unit.kind === 'snapshot' ? unit.snapshotGeneration : null,
+    tables: [...new Set(visible.map((c) => c.table))].sort(),
+    ...diagnosisKeys(visible),
+    cause: describeCause(error),
+  };
+}
+
+function checkJsonValue(value: unknown, path: string): void {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return;
+    case 'number':
+      if (!Number.isFinite(value)) throw new MapperOutputError(`${path} is ${value}; JSON has no such number`);
+      return;
+    case 'bigint':
+      throw new MapperOutputError(`${path} is a bigint; convert it (String(value)) — JSON has no bigint`);
+    case 'symbol':
+      throw new MapperOutputError(`${path} is a symbol (an unchanged TOAST value?); check isUnchangedToast() before using the column`);
+    case 'undefined':
+      throw new MapperOutputError(`${path} is undefined; use null or leave the field out`);
+    case 'function':
+      throw new MapperOutputError(`${path} is a function`);
+  }
+  if (value === null) return;
+  if (Array.isArray(value)) {
+    value.forEach((v, i) => checkJsonValue(v, `${path}[${i}]`));
+    return;
+  }
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) {
+    throw new MapperOutputError(`${path} is a ${(value as object).constructor?.name ?? 'non-plain object'}; events carry plain JSON (strings for bytes and dates)`);
+  }
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    if (v !== undefined) checkJsonValue(v, `${path}.${k}`);
+  }
+}
+
+interface CheckedEvent {
+  readonly event: MappedEvent;
+  readonly entity: { readonly type: string; readonly id: string };
+}
+
+/** Validates a mapper's output; throws MapperOutputError naming the offending field. */
+export function checkMappedEvents(output: unknown): CheckedEvent[] {
+  if (!Array.isArray(output)) throw new MapperOutputError(`map must return an array of events (return [] for none), got ${output === null ? 'null' : typeof output}`);
+  return output.map((event: unknown, i): CheckedEvent => {
+    const at = `events[${i}]`;
+    if (event === null || typeof event !== 'object') throw new MapperOutputError(`${at} is not an object`);
+    const e = event as Record<string, unknown>;
+    if (typeof e.stream !== 'string' || e.stream === '') throw new MapperOutputError(`${at}.stream must be a non-empty string`);
+    if (typeof e.type !== 'string' || e.type === '') throw new MapperOutputError(`${at}.type must be a non-empty string`);
+    if (typeof e.version !== 'number' || !Number.isSafeInteger(e.version) || e.version < 1) {
+      throw new MapperOutputError(`${at}.version must be a positive integer, got ${String(e.version)}`);
+    }
+    if (e.data === null || typeof e.data !== 'object' || Array.isArray(e.data)) throw new MapperOutputError(`${at}.data must be an object`);
+    checkJsonValue(e.data, `${at}.data`);
+    if (e.metadata !== undefined) {
+      if (e.metadata === null || typeof e.metadata !== 'object' || Array.isArray(e.metadata)) throw new MapperOutputError(`${at}.metadata must be an object`);
+      for (const [k, v] of Object.entries(e.metadata)) {
+        if (typeof v !== 'string') throw new MapperOutputError(`${at}.metadata["${k}"] must be a string (event metadata is flat strings)`);
+        if (RESERVED_PREFIXES.some((p) => k.startsWith(p))) {
+          throw new MapperOutputError(`${at}.metadata["${k}"]: keys starting with ${RESERVED_PREFIXES.map((p) => `"${p}"`).join(' or ')} are reserved (KurrentDB's and the sink's)`);
+        }
+      }
+    }
+    let entity: { type: string; id: string };
+    if (e.entity !== undefined) {
+      const ent = e.entity as Record<string, unknown> | null;
+      if (!ent || typeof ent.type !== 'string' || typeof ent.id !== 'string' || ent.type === '' || ent.id === '') {
+        throw new MapperOutputError(`${at}.entity must be { type, id } with non-empty strings`);
+      }
+      entity = { type: ent.type, id: ent.id };
+    } else {
+      const dash = e.stream.indexOf('-');
+      if (dash <= 0 || dash === e.stream.length - 1) {
+        throw new MapperOutputError(`${at}.stream "${e.stream}" is not of the form <entityType>-<entityId>; name it so or set entity: { type, id }`);
+      }
+      entity = { type: e.stream.slice(0, dash), id: e.stream.slice(dash + 1) };
+    }
+    return { event: e as unknown as MappedEvent, entity };
+  });
+}
+
+/**
+ * Runs every mapper on one source unit (a committed transaction or a snapshot record).
+ *
+ * Each mapper sees only its allowlisted view and is not called when nothing it declared is in
+ * the unit. Events get deterministic ids and the standard metadata; `transaction.index` /
+ * `transaction.count` number the unit's events across all mappers (in mapper order), so a
+ * consumer can tell a complete transaction from a partial one. A failing mapper halts the
+ * line (`MapperError`) or, with `onError: 'park'`, yields a `MapperFailed` record while the
+ * other mappers' events go on (the count then covers the events actually produced).
+ */
+export function mapUnit(mappers: readonly AnyMapper[], unit: SourceUnit, context: MapContext): MapResult {
+  if (!context || typeof context.assembler !== 'string' || context.assembler === '') {
+    throw new MapperConfigError('(context)', 'assembler', 'must be a non-empty string');
+  }
+  if (typeof context.sourceIdentity !== 'string' || context.sourceIdentity === '') {
+    throw new MapperConfigError('(context)', 'sourceIdentity', 'must be a non-empty string');
+  }
+  const names = new Set<string>();
+  for (const mapper of mappers) {
+    if (names.has(mapper.name)) throw new MapperConfigError(mapper.name, 'name', 'two mappers share this name; names must be unique (they are part of event ids)');
+    names.add(mapper.name);
+  }
+
+  const produced: { mapper: string; visible: readonly VisibleChange[]; checked: CheckedEvent[] }[] = [];
+  const failed: FailedRecord[] = [];
+  for (const mapper of mappers) {
+    const { tx, isEmpty, visible } = createTransactionView(unit, mapper.tables);
+    if (isEmpty) continue;
+    let checked: CheckedEvent[];
+    try {
+      checked = checkMappedEvents(mapper.map(tx));
+    } catch (error) {
+      const diagnosis = diagnose(unit, visible, context, mapper.name, error);
+      if (mapper.onError === 'halt') throw new MapperError(diagnosis, { cause: error });
+      failed.push(mapperFailedRecord(unit, visible, context, mapper.name, diagnosis));
+      continue;
+    }
+    produced.push({ mapper: mapper.name, visible, checked });
+  }
+
+  const count = produced.reduce((n, p) => n + p.checked.length, 0);
+  const events: EventToAppend[] = [];
+  for (const { mapper, visible, checked } of produced) {
+    const source = sourceMetadata(unit, visible, context, mapper);
+    checked.forEach(({ event, entity }, ordinal) => {
+      const metadata: Record<string, string> = {};
+      for (const [k, v] of Object.entries(event.metadata ?? {})) if (!STANDARD.has(k)) metadata[k] = v;
+      Object.assign(metadata, source, {
+        'entity.type': entity.type,
+        'entity.id': entity.id,
+        contract: `${event.type}@${event.version}`,
+        'transaction.index': String(events.length),
+        'transaction.count': String(count),
+      });
+      const id =
+        unit.kind === 'transaction'
+          ? changeEventId({ assembler: context.assembler, sourceIdentity: context.sourceIdentity, commitLsn: unit.commitLsn, xid: unit.xid, mapper, ordinal })
+          : snapshotEventId({ assembler: context.assembler, snapshotGeneration: unit.snapshotGeneration, table: unit.table, key: unit.change.key, mapper, ordinal });
+      events.push(
+        Object.freeze({
+          id,
+          stream: event.stream,
+          type: event.type,
+          version: event.version,
+          data: event.data as Readonly<Record<string, unknown>>,
+          metadata: Object.freeze(metadata),
+        }),
+      );
+    });
+  }
+  return { events, failed };
+}
+
+function mapperFailedRecord(
+  unit: SourceUnit,
+  visible: readonly VisibleChange[],
+  context: MapContext,
+  mapper: string,
+  diagnosis: FailureDiagnosis,
+): FailedRecord {
+  const metadata = sourceMetadata(unit, visible, context, mapper);
+  metadata['failure.type'] = 'MapperFailed';
+  // Same identifying parts as the mapper's events, with a marker instead of an ordinal.
+  const id =
+    unit.kind === 'transaction'
+      ? uuidv5(JSON.stringify(['mapper-failed', context.assembler, context.sourceIdentity, unit.commitLsn, unit.xid, mapper]), EVENT_ASSEMBLER_NAMESPACE)
+      : uuidv5(
+          JSON.stringify(['mapper-failed', context.assembler, unit.snapshotGeneration, unit.table, canonicalKey(unit.change.key), mapper]),
+          EVENT_ASSEMBLER_NAMESPACE,
+        );
+  return Object.freeze({ stream: failedRecordsStream(context.assembler), id, type: 'MapperFailed', data: diagnosis, metadata: Object.freeze(metadata) });
+}

@@ -1,0 +1,74 @@
+import { EventAssemblerError } from '../errors.js';
+import type { FailureDiagnosis } from './failed-record.js';
+
+/**
+ * A mapper threw (or returned something that is not a valid event) and its policy is `halt`:
+ * the line stops here with a diagnosis — mapper, source position, tables, allowlisted keys
+ * and the cause's message. The cause itself rides in `cause`.
+ */
+export class MapperError extends EventAssemblerError {
+  declare readonly code: 'MAPPER_FAILED';
+  declare readonly details: FailureDiagnosis;
+  readonly mapper: string;
+
+  constructor(diagnosis: FailureDiagnosis, options?: { cause?: unknown }) {
+    super('MAPPER_FAILED', describeFailure(diagnosis), diagnosis, options);
+    this.mapper = diagnosis.mapper;
+  }
+}
+
+/** A mapper declaration is invalid; `details.field` names the field (e.g. `tables['public.invoice'].before[0]`). */
+export class MapperConfigError extends EventAssemblerError {
+  declare readonly code: 'MAPPER_CONFIG_INVALID';
+  declare readonly details: { readonly mapper: string; readonly field: string; readonly problem: string };
+
+  constructor(mapper: string, field: string, problem: string) {
+    super('MAPPER_CONFIG_INVALID', `mapper "${mapper}": ${field}: ${problem}`, { mapper, field, problem });
+  }
+}
+
+/** A mapper returned something that is not a valid list of events; the message names the field. */
+export class MapperOutputError extends EventAssemblerError {
+  declare readonly code: 'MAPPER_OUTPUT_INVALID';
+
+  constructor(message: string) {
+    super('MAPPER_OUTPUT_INVALID', message, {});
+  }
+}
+
+/** Two runs of a mapper over the same input produced different output (see `checkMapperPurity`). */
+export class MapperPurityError extends EventAssemblerError {
+  declare readonly code: 'MAPPER_IMPURE';
+  declare readonly details: { readonly mapper: string; readonly path: string; readonly first: string; readonly second: string };
+
+  constructor(mapper: string, path: string, first: string, second: string) {
+    super(
+      'MAPPER_IMPURE',
+      `mapper "${mapper}" is not pure: two runs over the same input differ at ${path} (first run: ${first}, second run: ${second}). ` +
+        'Mappers must derive events only from the transaction they are given — no clocks (Date.now, new Date()), randomness (Math.random, randomUUID) or outside state; use tx.commitTime for time.',
+      { mapper, path, first, second },
+    );
+  }
+}
+
+/**
+ * A view method was used in a way the mapper's declaration does not allow (e.g. `changed('x')`
+ * where `x` is not declared in `before`). Thrown inside `map`, so it surfaces as a MapperError.
+ */
+export class MapperUsageError extends EventAssemblerError {
+  declare readonly code: 'MAPPER_USAGE';
+
+  constructor(message: string, details: Readonly<Record<string, unknown>>) {
+    super('MAPPER_USAGE', message, details);
+  }
+}
+
+export function describeFailure(d: FailureDiagnosis): string {
+  const where =
+    d.origin === 'change'
+      ? `commitLsn ${d.position?.commitLsn ?? '?'} xid ${d.position?.xid ?? '?'} (checkpoint ${d.position?.checkpoint ?? '?'})`
+      : `snapshot generation ${d.snapshotGeneration ?? '?'}`;
+  const keys = d.keys.map((k) => `${k.table} ${k.op} ${JSON.stringify(k.key)}`).join('; ');
+  const omitted = d.keysOmitted > 0 ? ` (+${d.keysOmitted} more)` : '';
+  return `mapper "${d.mapper}" failed at ${where} on ${d.tables.join(', ') || '(no tables)'}; keys: ${keys || '(none)'}${omitted}: ${d.cause.name}: ${d.cause.message}`;
+}

@@ -1,0 +1,252 @@
+import { isUnchangedToast, type QualifiedTable, type Row, type SourcePosition, type SourceUnit } from '../source/types.js';
+import { visibleUnit, type VisibleChange } from './allowlist.js';
+import type { ColumnOf, RowOf, TableAllowlist } from './define-mapper.js';
+import { MapperUsageError } from './mapper-error.js';
+import { valuesEqual } from './values.js';
+
+export { isUnchangedToast };
+
+/** A value, or any of several values (`'draft'` or `['draft', 'issued']`). */
+export type OneOf<V> = V | readonly V[];
+
+interface ChangeViewBase<R> {
+  readonly table: QualifiedTable;
+  /** Allowlisted replica identity key columns of the row. */
+  readonly key: Partial<R>;
+  /** Position of the change in the source transaction. */
+  readonly index: number;
+  /**
+   * Did the column's value change? Always for inserts and deletes (the row appears or goes),
+   * never for snapshot reads; for updates compares the old value (the column must be declared
+   * in `before`) with the new one. An unchanged TOASTed value counts as unchanged.
+   */
+  changed(column: ColumnOf<R>): boolean;
+  /** The column now holds `value` (one of `values`) and did not before — inserts included. */
+  changedTo<K extends ColumnOf<R>>(column: K, value: OneOf<R[K]>): boolean;
+  /** An update moved the column from `from` … `.to(value)`. Inserts, deletes and reads: false. */
+  changedFrom<K extends ColumnOf<R>>(column: K, from: OneOf<R[K]>): { to(value: OneOf<R[K]>): boolean };
+}
+
+export interface InsertView<R = Row> extends ChangeViewBase<R> {
+  readonly op: 'insert';
+  readonly after: R;
+  readonly before: null;
+  readonly oldKey: null;
+}
+
+/**
+ * An update. `after` holds the allowlisted columns; a TOASTed column whose value did not change
+ * holds `UNCHANGED_TOAST` (test with `isUnchangedToast`) — declare `| UnchangedToast` on such
+ * columns in your row types.
+ */
+export interface UpdateView<R = Row> extends ChangeViewBase<R> {
+  readonly op: 'update';
+  readonly after: R;
+  /** The declared before-image columns; `null` when not declared or not sent by PostgreSQL. */
+  readonly before: Partial<R> | null;
+  /** The previous key when the update changed the key. */
+  readonly oldKey: Partial<R> | null;
+}
+
+export interface DeleteView<R = Row> extends ChangeViewBase<R> {
+  readonly op: 'delete';
+  readonly after: null;
+  readonly before: Partial<R> | null;
+  readonly oldKey: null;
+}
+
+/** A row read by a snapshot (`tx.isSnapshot`). */
+export interface ReadView<R = Row> extends ChangeViewBase<R> {
+  readonly op: 'read';
+  readonly after: R;
+  readonly before: null;
+  readonly oldKey: null;
+}
+
+export type ChangeView<R = Row> = InsertView<R> | UpdateView<R> | DeleteView<R> | ReadView<R>;
+
+type Tables<DB> = keyof DB & string;
+
+/** What `map(tx)` reads: one complete source transaction (or one snapshot record), allowlisted. */
+interface TransactionBase<DB> {
+  /** Tables with visible changes, in first-seen order. */
+  readonly tables: readonly QualifiedTable[];
+  /** Row changes in transaction order, of one table or of all declared tables. */
+  changes<T extends Tables<DB>>(table?: T): readonly ChangeView<RowOf<DB, T>>[];
+  inserts<T extends Tables<DB>>(table: T): readonly InsertView<RowOf<DB, T>>[];
+  updates<T extends Tables<DB>>(table: T): readonly UpdateView<RowOf<DB, T>>[];
+  deletes<T extends Tables<DB>>(table: T): readonly DeleteView<RowOf<DB, T>>[];
+  /** Snapshot reads of `table` (at most one: a snapshot record is a one-change transaction). */
+  reads<T extends Tables<DB>>(table: T): readonly ReadView<RowOf<DB, T>>[];
+  /**
+   * After-images of the table's inserted, updated and read rows (deleted rows excluded), in
+   * transaction order; filtered by column equality (`{ status: 'issued' }`) or a predicate.
+   * A row updated twice appears twice (one after-image per change).
+   */
+  rows<T extends Tables<DB>>(table: T, where?: Partial<RowOf<DB, T>> | ((row: RowOf<DB, T>) => boolean)): readonly RowOf<DB, T>[];
+  /**
+   * Rows of `table` written in this same transaction that match `byColumns` — e.g. an invoice's
+   * lines: `tx.related('public.invoice_line', { invoice_id: invoice.id })`.
+   */
+  related<T extends Tables<DB>>(table: T, byColumns: Partial<RowOf<DB, T>>): readonly RowOf<DB, T>[];
+  /** Updates of `table` that moved `column` from `from` to `to` (each a value or a list). */
+  transitions<T extends Tables<DB>, K extends ColumnOf<RowOf<DB, T>>>(
+    table: T,
+    column: K,
+    from: OneOf<RowOf<DB, T>[K]>,
+    to: OneOf<RowOf<DB, T>[K]>,
+  ): readonly UpdateView<RowOf<DB, T>>[];
+  /** The table was truncated in this transaction. */
+  truncated(table: Tables<DB>): boolean;
+}
+
+export interface ChangeTransaction<DB = Record<string, Row>> extends TransactionBase<DB> {
+  readonly isSnapshot: false;
+  readonly snapshotGeneration: null;
+  /** Commit time, ISO-8601 UTC with microseconds — the only clock a mapper may use. */
+  readonly commitTime: string;
+  readonly position: SourcePosition;
+  readonly xid: number;
+  readonly commitLsn: string;
+}
+
+export interface SnapshotTransaction<DB = Record<string, Row>> extends TransactionBase<DB> {
+  readonly isSnapshot: true;
+  readonly snapshotGeneration: string;
+  readonly commitTime: null;
+  readonly position: null;
+  readonly xid: null;
+  readonly commitLsn: null;
+}
+
+/** The view passed to `map`. Narrow with `tx.isSnapshot`. */
+export type Transaction<DB = Record<string, Row>> = ChangeTransaction<DB> | SnapshotTransaction<DB>;
+
+function matchesOne(value: unknown, expected: unknown): boolean {
+  return Array.isArray(expected) ? expected.some((e) => valuesEqual(value, e)) : valuesEqual(value, expected);
+}
+
+function requireAllowlisted(change: VisibleChange, column: string): void {
+  if (!change.allow.columns.includes(column)) {
+    throw new MapperUsageError(`column "${column}" of ${change.table} is not allowlisted; add it to tables['${change.table}'].columns`, {
+      table: change.table,
+      column,
+    });
+  }
+}
+
+function oldValue(change: VisibleChange, column: string): unknown {
+  const before = change.allow.before;
+  const declared = Array.isArray(before) ? before.includes(column) : before === 'key' && Object.prototype.hasOwnProperty.call(change.key, column);
+  if (!declared) {
+    throw new MapperUsageError(
+      `the old value of "${column}" of ${change.table} is not declared; add it to tables['${change.table}'].before (non-key columns need REPLICA IDENTITY FULL)`,
+      { table: change.table, column },
+    );
+  }
+  if (!change.before || !Object.prototype.hasOwnProperty.call(change.before, column)) {
+    throw new MapperUsageError(
+      `PostgreSQL sent no old value of "${column}" for this ${change.op} of ${change.table}; the table needs REPLICA IDENTITY FULL`,
+      { table: change.table, column, op: change.op },
+    );
+  }
+  return change.before[column];
+}
+
+function changeView(change: VisibleChange): ChangeView {
+  const changed = (column: string): boolean => {
+    requireAllowlisted(change, column);
+    if (change.op === 'insert' || change.op === 'delete') return true;
+    if (change.op === 'read') return false;
+    const now = change.after?.[column];
+    if (isUnchangedToast(now)) return false;
+    return !valuesEqual(oldValue(change, column), now);
+  };
+  const view = {
+    op: change.op,
+    table: change.table,
+    index: change.index,
+    key: change.key,
+    oldKey: change.oldKey,
+    after: change.after,
+    before: change.before,
+    changed,
+    changedTo(column: string, value: unknown): boolean {
+      if (change.op !== 'insert' && change.op !== 'update') return false;
+      return changed(column) && matchesOne(change.after?.[column], value);
+    },
+    changedFrom(column: string, from: unknown) {
+      return Object.freeze({
+        to(value: unknown): boolean {
+          if (change.op !== 'update') return false;
+          return changed(column) && matchesOne(oldValue(change, column), from) && matchesOne(change.after?.[column], value);
+        },
+      });
+    },
+  };
+  return Object.freeze(view) as unknown as ChangeView;
+}
+
+/**
+ * Builds the view a mapper receives: `unit` filtered through the mapper's allowlist.
+ * `isEmpty` tells the caller that nothing the mapper declared is in the unit (the mapper is then not called).
+ */
+export function createTransactionView<DB = Record<string, Row>>(
+  unit: SourceUnit,
+  tables: Readonly<Record<QualifiedTable, TableAllowlist>>,
+): { readonly tx: Transaction<DB>; readonly isEmpty: boolean; readonly visible: readonly VisibleChange[] } {
+  const visible = visibleUnit(unit, tables);
+  const views = Object.freeze(visible.changes.map(changeView));
+  const tableNames = Object.freeze([...new Set(views.map((v) => v.table))]);
+  const ofTable = (table?: string) => (table === undefined ? views : Object.freeze(views.filter((v) => v.table === table)));
+  const ofOp = (table: string, op: ChangeView['op']) => Object.freeze(views.filter((v) => v.table === table && v.op === op));
+  const assertDeclared = (table: string) => {
+    if (!tables[table]) {
+      throw new MapperUsageError(`table ${table} is not declared by this mapper; add it to tables`, { table });
+    }
+  };
+  const rows = (table: string, where?: Row | ((row: Row) => boolean)): readonly Row[] => {
+    assertDeclared(table);
+    const all = views.filter((v) => v.table === table && v.after !== null).map((v) => v.after as Row);
+    if (where === undefined) return Object.freeze(all);
+    if (typeof where === 'function') return Object.freeze(all.filter(where));
+    const entries = Object.entries(where);
+    for (const [column] of entries) requireAllowlisted({ allow: tables[table]!, table } as VisibleChange, column);
+    return Object.freeze(all.filter((row) => entries.every(([column, value]) => valuesEqual(row[column], value))));
+  };
+  const base = {
+    tables: tableNames,
+    changes: (table?: string) => {
+      if (table !== undefined) assertDeclared(table);
+      return ofTable(table);
+    },
+    inserts: (table: string) => (assertDeclared(table), ofOp(table, 'insert')),
+    updates: (table: string) => (assertDeclared(table), ofOp(table, 'update')),
+    deletes: (table: string) => (assertDeclared(table), ofOp(table, 'delete')),
+    reads: (table: string) => (assertDeclared(table), ofOp(table, 'read')),
+    rows,
+    related: (table: string, byColumns: Row) => rows(table, byColumns),
+    transitions: (table: string, column: string, from: unknown, to: unknown) => {
+      assertDeclared(table);
+      return Object.freeze(ofOp(table, 'update').filter((v) => v.changedFrom(column as never, from as never).to(to as never)));
+    },
+    truncated: (table: string) => visible.truncated.includes(table),
+  };
+  const tx =
+    unit.kind === 'snapshot'
+      ? { ...base, isSnapshot: true, snapshotGeneration: unit.snapshotGeneration, commitTime: null, position: null, xid: null, commitLsn: null }
+      : {
+          ...base,
+          isSnapshot: false,
+          snapshotGeneration: null,
+          commitTime: unit.commitTime,
+          position: unit.position,
+          xid: unit.xid,
+          commitLsn: unit.commitLsn,
+        };
+  return {
+    tx: Object.freeze(tx) as unknown as Transaction<DB>,
+    isEmpty: visible.changes.length === 0 && visible.truncated.length === 0,
+    visible: visible.changes,
+  };
+}
