@@ -10,3 +10,19 @@ export {
   type RoleOptions,
   type ParameterValue,
 } from './postgres.js';
+export {
+  insert,
+  update,
+  del,
+  transaction,
+  snapshotRecord,
+  relation,
+  mapperSpec,
+  type ExpectedEvent,
+  type MapperSpec,
+  type MapperSpecWhen,
+  type MapperSpecOptions,
+  type RelationOptions,
+  type TransactionOptions,
+} from './mapper-kit.js';
+export * from './kurrentdb/index.js';

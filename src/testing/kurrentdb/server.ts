@@ -1,0 +1,197 @@
+// An in-memory KurrentDB that the real `@kurrent/kurrentdb-client` (and its native reader,
+// `@kurrent/bridge`) talks to over gRPC on loopback. For tests, the demo, and users' own
+// integration tests; production uses a real KurrentDB.
+import * as grpc from '@grpc/grpc-js';
+import * as net from 'node:net';
+import { createWritePath, type InjectedFailureKind, type InjectedFailureOptions, type ServerContext } from './context.js';
+import { serverFeaturesGrpc, streamsGrpc, v2StreamsGrpc } from './proto.js';
+import { createServerFeaturesService } from './server-features-service.js';
+import { createEventStore } from './store.js';
+import { createStreamsService } from './streams-service.js';
+import { createStreamsV2Service } from './streams-v2-service.js';
+
+export interface InMemoryKurrentDBOptions {
+  /** Port on 127.0.0.1. Default: a free port chosen by the OS. */
+  port?: number;
+  /** Milliseconds added before each append (or delete) is applied. Default: 0. */
+  appendLatencyMs?: number;
+  /**
+   * Largest append, in bytes of `Event.SizeOnDisk` (data + metadata + 2 x type length), summed
+   * over the request. Default: 1_048_576 — the server's MaxAppendSize up to 24.x
+   * (KurrentDB 25.1 raised its default to the chunk size, 256 MiB).
+   */
+  maxAppendSize?: number;
+  /**
+   * Capacity, in events, of the recent-event-id cache behind weak idempotency (appends with
+   * `any` / `stream_exists`): a FIFO that a restart empties. Default: bounded like the server's
+   * (IndexWriter `_committedEvents`, a BoundedCache limited to ESConsts.CommittedEventsMemCacheLimit
+   * = 8 MiB of ~70-byte entries for short stream names, i.e. roughly 100,000 recent events).
+   */
+  idempotencyCacheSize?: number;
+  /**
+   * Optional server features. When false, the method is neither advertised by
+   * ServerFeatures.GetSupportedMethods nor served (calls get UNIMPLEMENTED).
+   * Defaults: both true. `batchAppend: false` makes the client use Streams.Append;
+   * `multiStreamAppend: false` makes `client.multiStreamAppend` throw UnsupportedError.
+   */
+  features?: { batchAppend?: boolean; multiStreamAppend?: boolean };
+}
+
+export interface StoredEvent {
+  readonly id: string;
+  readonly type: string;
+  readonly revision: bigint;
+  readonly data: Uint8Array;
+  readonly metadata: Uint8Array;
+  readonly contentType: string;
+  readonly position: bigint;
+}
+
+export interface InMemoryKurrentDB {
+  /** `kurrentdb://127.0.0.1:<port>?tls=false` */
+  readonly connectionString: string;
+  readonly port: number;
+  /** Stops listening and drops every connection; data is kept. */
+  stop(): Promise<void>;
+  /** Listens again on the same port; data is kept. */
+  start(): Promise<void>;
+  /**
+   * Like a server process restart: events and stream revisions survive (they are "on disk");
+   * what the server only holds in memory is lost — the weak-idempotency cache, open connections
+   * and subscriptions. A retried `any` append after a restart therefore duplicates, as it would.
+   */
+  restart(): Promise<void>;
+  /** Stops for good. */
+  close(): Promise<void>;
+  /**
+   * The next `count` writes (appends, deletes) fail with UNAVAILABLE (default) or INTERNAL —
+   * before anything is written, or with `{ afterWrite: true }` after it (a lost acknowledgement).
+   * The client reports both kinds as UnavailableError.
+   */
+  failNextAppends(count: number, kind?: InjectedFailureKind, options?: InjectedFailureOptions): void;
+  setAppendLatency(ms: number): void;
+  /** Every event of a stream as stored (including those hidden by `$tb`/`$maxCount`), no gRPC. */
+  readStreamEvents(stream: string): ReadonlyArray<StoredEvent>;
+  /** Names of all streams holding at least one record, including `$$` metadata streams. */
+  streamNames(): string[];
+}
+
+/**
+ * A listening loopback socket whose connections are handed to the gRPC server. Owning the sockets
+ * lets `stop()` drop them the way a crashed process does (the client sees UNAVAILABLE, "connection
+ * dropped"), instead of grpc-js's graceful shutdown that cancels calls one by one (CANCELLED).
+ */
+function listenOn(port: number, injector: grpc.ConnectionInjector): Promise<{ port: number; drop(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  const listener = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    injector.injectConnection(socket);
+  });
+  return new Promise((resolve, reject) => {
+    listener.once('error', reject);
+    listener.listen(port, '127.0.0.1', () => {
+      listener.off('error', reject);
+      resolve({
+        port: (listener.address() as net.AddressInfo).port,
+        drop: () =>
+          new Promise<void>((closed) => {
+            for (const socket of sockets) socket.destroy();
+            listener.close(() => closed());
+          }),
+      });
+    });
+  });
+}
+
+export async function startInMemoryKurrentDB(options: InMemoryKurrentDBOptions = {}): Promise<InMemoryKurrentDB> {
+  const features = {
+    batchAppend: options.features?.batchAppend ?? true,
+    multiStreamAppend: options.features?.multiStreamAppend ?? true,
+  };
+  const store = createEventStore({ idempotencyCacheSize: options.idempotencyCacheSize });
+  const writePath = createWritePath(options.appendLatencyMs ?? 0);
+  const context: ServerContext = {
+    store,
+    maxAppendSize: options.maxAppendSize ?? 1_048_576,
+    // MaxAppendEventSize defaults to TFConsts.MaxLogRecordSize (16 MiB); never below MaxAppendSize here.
+    maxAppendEventSize: Math.max(16 * 1024 * 1024, options.maxAppendSize ?? 0),
+    applyWrite: (apply) => writePath.applyWrite(apply),
+  };
+
+  // Live subscriptions register here so that stop() can detach them from the store.
+  const subscriptions = new Set<() => void>();
+  const registerSubscription = (cancel: () => void) => {
+    subscriptions.add(cancel);
+    return () => subscriptions.delete(cancel);
+  };
+
+  let running: { server: grpc.Server; drop(): Promise<void> } | undefined;
+  let port = options.port ?? 0;
+  let closed = false;
+
+  async function listen(): Promise<void> {
+    if (closed) throw new Error('This in-memory KurrentDB was closed');
+    if (running) return;
+    const server = new grpc.Server({ 'grpc.max_receive_message_length': -1 });
+    const streamsService = createStreamsService(context, registerSubscription);
+    if (!features.batchAppend) delete streamsService.batchAppend; // grpc-js answers UNIMPLEMENTED
+    server.addService(streamsGrpc.StreamsService, streamsService);
+    server.addService(serverFeaturesGrpc.ServerFeaturesService, createServerFeaturesService(features));
+    if (features.multiStreamAppend) server.addService(v2StreamsGrpc.StreamsServiceService, createStreamsV2Service(context));
+    const listening = await listenOn(port, server.createConnectionInjector(grpc.ServerCredentials.createInsecure()));
+    port = listening.port;
+    running = { server, drop: listening.drop };
+  }
+
+  async function stop(): Promise<void> {
+    for (const cancel of [...subscriptions]) cancel();
+    subscriptions.clear();
+    const current = running;
+    running = undefined;
+    if (!current) return;
+    // A stopped or crashed server does not say goodbye: its connections just drop.
+    await current.drop();
+    current.server.forceShutdown();
+  }
+
+  await listen();
+
+  return {
+    get connectionString() {
+      return `kurrentdb://127.0.0.1:${port}?tls=false`;
+    },
+    get port() {
+      return port;
+    },
+    stop,
+    start: listen,
+    async restart() {
+      await stop();
+      store.forgetVolatileState();
+      await listen();
+    },
+    async close() {
+      await stop();
+      closed = true;
+    },
+    failNextAppends(count, kind = 'unavailable', failureOptions) {
+      writePath.failNext(count, kind, failureOptions);
+    },
+    setAppendLatency(ms) {
+      writePath.setLatency(ms);
+    },
+    readStreamEvents(stream) {
+      return store.streamEvents(stream).map(({ id, type, revision, data, metadata, contentType, position }) => ({
+        id,
+        type,
+        revision,
+        data,
+        metadata,
+        contentType,
+        position,
+      }));
+    },
+    streamNames: () => store.streamNames(),
+  };
+}
