@@ -85,7 +85,7 @@ async function read(
 
 async function readAllEvents(
   client: KurrentDBClient,
-  opts: { fromPosition?: Position | typeof START | typeof END; maxCount?: number; direction?: typeof FORWARDS | typeof BACKWARDS } = {},
+  opts: { fromPosition?: Position | typeof START | typeof END; maxCount?: number; direction?: typeof FORWARDS | typeof BACKWARDS; filter?: Filter } = {},
 ): Promise<AllRecorded[]> {
   const out: AllRecorded[] = [];
   for await (const resolved of client.readAll(opts)) {
