@@ -1,5 +1,51 @@
 // The public API of event-assembler. Everything a user imports comes from here
 // (or from `event-assembler/testing`).
+export * from './errors.js';
 export * from './source/types.js';
+export {
+  createPostgresSource,
+  SourceConfigError,
+  type PostgresSource,
+  type PostgresSourceOptions,
+  type PostgresSourceTable,
+  type SourceStatus,
+  type SourceState,
+  type CommittedTransaction,
+  type NonTransactionalMessage,
+} from './source/index.js';
+export {
+  runStartupChecks,
+  SourceCheckError,
+  SourceChecksFailedError,
+  type CapturedTable,
+  type StartupCheckOptions,
+  type StartupCheckReport,
+} from './source/checks.js';
+export { setupCapture, captureRoleSql, setupSql, type SetupCaptureOptions, type SetupCaptureReport, type CaptureRoleOptions } from './source/setup.js';
+export { ReplicationError } from './source/replication.js';
+export {
+  ZERO_LSN,
+  isLsn,
+  parseLsn,
+  formatLsn,
+  compareLsn,
+  maxLsn,
+  lsnDistance,
+  encodeCheckpoint,
+  decodeCheckpoint,
+  makeSourcePosition,
+  comparePositions,
+  type PositionParts,
+} from './source/position.js';
 export * from './mapping/index.js';
 export * from './contracts/index.js';
+export {
+  createTransactionBuffer,
+  DEFAULT_MEMORY_LIMIT_BYTES,
+  type TransactionBuffer,
+  type TransactionBufferOptions,
+} from './buffer/index.js';
+export { decodePgoutput, createPgoutputDecoder } from './source/pgoutput/decoder.js';
+export type * from './source/pgoutput/messages.js';
+export { createRelationRegistry, type RelationRegistry } from './source/relations.js';
+export { ValueDecodeError } from './source/values.js';

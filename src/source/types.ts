@@ -131,7 +131,11 @@ export interface SchemaChange {
   readonly added: readonly string[];
   readonly dropped: readonly string[];
   readonly renamed: readonly { readonly from: string; readonly to: string }[];
-  readonly retyped: readonly { readonly column: string; readonly fromType: number; readonly toType: number }[];
+  /** Same-named columns whose type OID or type modifier changed (e.g. `varchar(10)` → `varchar(20)` keeps the OID). */
+  readonly retyped: readonly {
+    readonly column: string; readonly fromType: number; readonly toType: number;
+    readonly fromTypeModifier?: number; readonly toTypeModifier?: number;
+  }[];
   readonly replicaIdentityChanged: boolean;
 }
 

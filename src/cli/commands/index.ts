@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
+import { register as registerSetup } from './setup.js';
+import { register as registerContracts } from './contracts.js';
 
 /** Each subcommand module exports `register(program)`; add new ones to this list. */
-const registrations: Array<(program: Command) => void> = [];
+const registrations: Array<(program: Command) => void> = [registerSetup, registerContracts];
 
 export function registerCommands(program: Command): void {
   for (const register of registrations) register(program);

@@ -1,0 +1,58 @@
+/**
+ * Stage `buffer/`: groups decoded pgoutput messages by transaction until commit and hands out
+ * complete transactions in commit order, holding at most `memoryLimitBytes` of decoded changes
+ * in memory and spilling the rest to disk.
+ */
+import type { PgoutputMessage } from '../source/pgoutput/messages.js';
+import type { RelationRegistry } from '../source/relations.js';
+import type { Change, Lsn, MessageChange, SourcePosition, SourceTransaction } from '../source/types.js';
+
+export interface CommittedTransaction extends Omit<SourceTransaction, 'changes'> {
+  /** Number of changes (SchemaChange entries included). */
+  readonly changeCount: number;
+  /** True when (part of) the changes live in a spill file. */
+  readonly spilled: boolean;
+  /** The changes in order; read back from disk (streaming, bounded memory) when spilled. */
+  changes(): AsyncIterable<Change>;
+  /** Convenience for small transactions: all changes in one array. */
+  toArray(): Promise<Change[]>;
+  /** Removes spill files and drops the changes. Idempotent. */
+  release(): Promise<void>;
+}
+
+/** A non-transactional logical decoding message (`pg_logical_emit_message(false, …)`), delivered as soon as it is decoded. */
+export interface NonTransactionalMessage {
+  readonly kind: 'message';
+  readonly message: MessageChange;
+  /** XLogData walStart of the message. */
+  readonly walStart: Lsn;
+}
+
+export interface TransactionBufferOptions {
+  /**
+   * Estimated bytes of decoded changes this buffer holds in memory (all open transactions
+   * together) before the largest transaction spills to disk. Default 64 MiB (`64 * 1024 * 1024`).
+   */
+  memoryLimitBytes?: number;
+  /** Directory for spill files (one sub-directory per buffer). Default `os.tmpdir()`. Files are removed on `release()`/`close()`. */
+  spillDir?: string;
+  /** Builds the source position of a committed transaction; supplied by the source stage. */
+  makePosition(commitLsn: Lsn, xid: number): SourcePosition;
+  /** Relation registry used to decode tuples and detect schema changes. Default: a new, empty one. */
+  relations?: RelationRegistry;
+}
+
+export interface TransactionBuffer {
+  /** Feed decoded messages in stream order, with the XLogData walStart of each; yields what completed. */
+  push(message: PgoutputMessage, walStart: Lsn): Promise<CommittedTransaction | NonTransactionalMessage | null>;
+  /** Estimated bytes of decoded changes currently held in memory. */
+  readonly memoryBytes: number;
+  /** Number of transactions (streamed or not) currently open. */
+  readonly openTransactions: number;
+  /** The relation registry in use. */
+  readonly relations: RelationRegistry;
+  /** Drops open transactions and removes every spill file, including those of unreleased committed transactions. */
+  close(): Promise<void>;
+}
+
+export { createTransactionBuffer, DEFAULT_MEMORY_LIMIT_BYTES } from './transaction-buffer.js';

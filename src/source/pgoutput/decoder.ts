@@ -1,0 +1,307 @@
+/**
+ * Decoder of pgoutput logical replication messages (proto_version 1 and 2, `messages 'true'`,
+ * `streaming 'on'`), following PostgreSQL's "Logical Replication Message Formats" and
+ * `src/backend/replication/logical/proto.c`.
+ *
+ * Hot path: one pass over the payload with a module-level cursor, no intermediate buffers;
+ * text column values are the only per-column allocations (NULL and unchanged-TOAST columns
+ * share frozen singletons).
+ */
+import { PgoutputDecodeError } from '../../errors.js';
+import type { Lsn, ReplicaIdentity } from '../types.js';
+import type {
+  PgoutputMessage, RelationColumnMessage, TupleData, TupleValue,
+} from './messages.js';
+
+export interface DecodeOptions {
+  /**
+   * Inside a Stream Start … Stream Stop block: Relation, Type, Insert, Update, Delete, Truncate
+   * and Message carry the (sub)transaction xid right after the tag. Default `false`.
+   */
+  readonly streaming?: boolean;
+}
+
+const NULL_VALUE: TupleValue = Object.freeze({ kind: 'null' });
+const UNCHANGED_TOAST_VALUE: TupleValue = Object.freeze({ kind: 'unchanged-toast' });
+
+/** Milliseconds between 1970-01-01 and 2000-01-01 (PostgreSQL's epoch). */
+const PG_EPOCH_MS = 946_684_800_000;
+
+// Cursor of the message being decoded. Decoding is synchronous, so one module-level cursor
+// is safe and saves an object per message.
+let buf: Buffer = Buffer.alloc(0);
+let pos = 0;
+
+function need(n: number): void {
+  if (pos + n > buf.length) {
+    throw new PgoutputDecodeError(`pgoutput message truncated: need ${n} byte(s) at offset ${pos}, length ${buf.length}`, {
+      offset: pos, length: buf.length, tag: String.fromCharCode(buf[0] ?? 0),
+    });
+  }
+}
+
+function u8(): number {
+  need(1);
+  return buf[pos++]!;
+}
+
+function i16(): number {
+  need(2);
+  const v = buf.readInt16BE(pos);
+  pos += 2;
+  return v;
+}
+
+function u32(): number {
+  need(4);
+  const v = buf.readUInt32BE(pos);
+  pos += 4;
+  return v;
+}
+
+function i32(): number {
+  need(4);
+  const v = buf.readInt32BE(pos);
+  pos += 4;
+  return v;
+}
+
+const HEX_UPPER: string[] = [];
+function hex(n: number): string {
+  return n < 256 ? (HEX_UPPER[n] ??= n.toString(16).toUpperCase()) : n.toString(16).toUpperCase();
+}
+
+function lsn(): Lsn {
+  need(8);
+  const hi = buf.readUInt32BE(pos);
+  const lo = buf.readUInt32BE(pos + 4);
+  pos += 8;
+  return `${hex(hi)}/${hex(lo)}`;
+}
+
+function timestamp(): string {
+  need(8);
+  const hi = buf.readInt32BE(pos);
+  const lo = buf.readUInt32BE(pos + 4);
+  pos += 8;
+  return pgTimestampToIso(hi, lo);
+}
+
+/**
+ * PostgreSQL `TimestampTz` (int64 microseconds since 2000-01-01 UTC, given as signed high and
+ * unsigned low 32-bit halves) → `YYYY-MM-DDTHH:MM:SS.ffffffZ`. Exact for any timestamp
+ * PostgreSQL accepts (|µs| < 2^53 covers ±285 years around 2000 exactly; beyond that the
+ * millisecond part stays exact because the value is split before conversion).
+ */
+export function pgTimestampToIso(hi: number, lo: number): string {
+  if (hi === 0x7fffffff && lo === 0xffffffff) return 'infinity';
+  if (hi === -0x80000000 && lo === 0) return '-infinity';
+  // Split into whole milliseconds and the microsecond remainder without losing precision:
+  // hi*2^32 = hi*4294967*1000 + hi*296.
+  const hiMs = hi * 4_294_967;
+  const rest = hi * 296 + lo; // |rest| < 2^41, exact
+  let ms = hiMs + Math.floor(rest / 1000);
+  let micros = rest - Math.floor(rest / 1000) * 1000;
+  if (micros < 0) { micros += 1000; ms -= 1; }
+  const iso = new Date(ms + PG_EPOCH_MS).toISOString(); // …T10:00:00.123Z
+  const m = micros < 10 ? `00${micros}` : micros < 100 ? `0${micros}` : `${micros}`;
+  return `${iso.slice(0, -1)}${m}Z`;
+}
+
+/** `X/Y` text form of a 64-bit LSN given as two unsigned 32-bit halves. */
+export function formatLsn(hi: number, lo: number): Lsn {
+  return `${hex(hi)}/${hex(lo)}`;
+}
+
+function cstring(): string {
+  const end = buf.indexOf(0, pos);
+  if (end < 0) {
+    throw new PgoutputDecodeError(`pgoutput message truncated: unterminated string at offset ${pos}`, { offset: pos, length: buf.length });
+  }
+  const s = end === pos ? '' : buf.toString('utf8', pos, end);
+  pos = end + 1;
+  return s;
+}
+
+function tupleData(): TupleData {
+  const n = i16();
+  const values = new Array<TupleValue>(n);
+  for (let i = 0; i < n; i++) {
+    need(1);
+    const kind = buf[pos++]!;
+    if (kind === 0x74 /* t */) {
+      const len = i32();
+      need(len);
+      values[i] = { kind: 'text', value: buf.toString('utf8', pos, pos + len) };
+      pos += len;
+    } else if (kind === 0x6e /* n */) {
+      values[i] = NULL_VALUE;
+    } else if (kind === 0x75 /* u */) {
+      values[i] = UNCHANGED_TOAST_VALUE;
+    } else if (kind === 0x62 /* b */) {
+      const len = i32();
+      need(len);
+      values[i] = { kind: 'binary', value: Buffer.from(buf.subarray(pos, pos + len)) };
+      pos += len;
+    } else {
+      throw new PgoutputDecodeError(`unknown tuple column kind '${String.fromCharCode(kind)}' (0x${kind.toString(16)}) at offset ${pos - 1}`, { offset: pos - 1 });
+    }
+  }
+  return values;
+}
+
+function replicaIdentity(code: number): ReplicaIdentity {
+  switch (code) {
+    case 0x64: return 'default'; // d
+    case 0x6e: return 'nothing'; // n
+    case 0x66: return 'full'; // f
+    case 0x69: return 'index'; // i
+    default:
+      throw new PgoutputDecodeError(`unknown replica identity '${String.fromCharCode(code)}'`, { code });
+  }
+}
+
+/** Decodes one pgoutput message (the payload of an XLogData `w` message). */
+export function decodePgoutput(payload: Buffer, opts?: DecodeOptions): PgoutputMessage {
+  buf = payload;
+  pos = 1;
+  const streaming = opts?.streaming === true;
+  if (payload.length === 0) throw new PgoutputDecodeError('empty pgoutput message');
+  const tag = payload[0]!;
+  try {
+    switch (tag) {
+      case 0x49: { // I Insert
+        const xid = streaming ? u32() : undefined;
+        const relationId = u32();
+        const kind = u8();
+        if (kind !== 0x4e) throw new PgoutputDecodeError(`insert: expected 'N', got '${String.fromCharCode(kind)}'`);
+        return { tag: 'insert', xid, relationId, newTuple: tupleData() };
+      }
+      case 0x55: { // U Update
+        const xid = streaming ? u32() : undefined;
+        const relationId = u32();
+        let kind = u8();
+        let oldKind: 'key' | 'old' | null = null;
+        let oldTuple: TupleData | null = null;
+        if (kind === 0x4b || kind === 0x4f) {
+          oldKind = kind === 0x4b ? 'key' : 'old';
+          oldTuple = tupleData();
+          kind = u8();
+        }
+        if (kind !== 0x4e) throw new PgoutputDecodeError(`update: expected 'N', got '${String.fromCharCode(kind)}'`);
+        return { tag: 'update', xid, relationId, oldKind, oldTuple, newTuple: tupleData() };
+      }
+      case 0x44: { // D Delete
+        const xid = streaming ? u32() : undefined;
+        const relationId = u32();
+        const kind = u8();
+        if (kind !== 0x4b && kind !== 0x4f) throw new PgoutputDecodeError(`delete: expected 'K' or 'O', got '${String.fromCharCode(kind)}'`);
+        return { tag: 'delete', xid, relationId, oldKind: kind === 0x4b ? 'key' : 'old', oldTuple: tupleData() };
+      }
+      case 0x42: { // B Begin
+        const finalLsn = lsn();
+        const commitTime = timestamp();
+        return { tag: 'begin', finalLsn, commitTime, xid: u32() };
+      }
+      case 0x43: { // C Commit
+        const flags = u8();
+        const commitLsn = lsn();
+        const endLsn = lsn();
+        return { tag: 'commit', flags, commitLsn, endLsn, commitTime: timestamp() };
+      }
+      case 0x52: { // R Relation
+        const xid = streaming ? u32() : undefined;
+        const relationId = u32();
+        // An empty namespace means pg_catalog (proto.c saves the bytes).
+        const schema = cstring() || 'pg_catalog';
+        const name = cstring();
+        const replicaIdentityCode = u8();
+        const n = i16();
+        const columns = new Array<RelationColumnMessage>(n);
+        for (let i = 0; i < n; i++) {
+          const flags = u8();
+          const colName = cstring();
+          const typeOid = u32();
+          columns[i] = { flags, name: colName, typeOid, typeModifier: i32() };
+        }
+        return { tag: 'relation', xid, relationId, schema, name, replicaIdentity: replicaIdentity(replicaIdentityCode), columns };
+      }
+      case 0x59: { // Y Type
+        const xid = streaming ? u32() : undefined;
+        const typeOid = u32();
+        const schema = cstring() || 'pg_catalog';
+        return { tag: 'type', xid, typeOid, schema, name: cstring() };
+      }
+      case 0x4f: { // O Origin
+        const originLsn = lsn();
+        return { tag: 'origin', originLsn, name: cstring() };
+      }
+      case 0x54: { // T Truncate
+        const xid = streaming ? u32() : undefined;
+        const n = u32();
+        const options = u8();
+        const relationIds = new Array<number>(n);
+        for (let i = 0; i < n; i++) relationIds[i] = u32();
+        return { tag: 'truncate', xid, cascade: (options & 1) !== 0, restartIdentity: (options & 2) !== 0, relationIds };
+      }
+      case 0x4d: { // M Message
+        const xid = streaming ? u32() : undefined;
+        const flags = u8();
+        const messageLsn = lsn();
+        const prefix = cstring();
+        const len = u32();
+        need(len);
+        const content = Buffer.from(buf.subarray(pos, pos + len));
+        pos += len;
+        return { tag: 'message', xid, transactional: (flags & 1) !== 0, lsn: messageLsn, prefix, content };
+      }
+      case 0x53: { // S Stream Start
+        const xid = u32();
+        return { tag: 'stream-start', xid, firstSegment: u8() === 1 };
+      }
+      case 0x45: // E Stream Stop
+        return { tag: 'stream-stop' };
+      case 0x63: { // c Stream Commit
+        const xid = u32();
+        const flags = u8();
+        const commitLsn = lsn();
+        const endLsn = lsn();
+        return { tag: 'stream-commit', xid, flags, commitLsn, endLsn, commitTime: timestamp() };
+      }
+      case 0x41: { // A Stream Abort (proto v4 appends abort LSN + time with streaming 'parallel'; ignored)
+        const xid = u32();
+        return { tag: 'stream-abort', xid, subXid: u32() };
+      }
+      default:
+        throw new PgoutputDecodeError(`unknown pgoutput message tag '${String.fromCharCode(tag)}' (0x${tag.toString(16)})`, { tag });
+    }
+  } finally {
+    buf = EMPTY; // do not pin the caller's buffer
+  }
+}
+
+const EMPTY = Buffer.alloc(0);
+
+export interface PgoutputDecoder {
+  /** Decodes one payload, tracking Stream Start/Stop to know whether row messages carry an xid. */
+  decode(payload: Buffer): PgoutputMessage;
+  /** True between a Stream Start and its Stream Stop. */
+  readonly inStream: boolean;
+}
+
+/** A small stateful wrapper around {@link decodePgoutput} for one replication stream. */
+export function createPgoutputDecoder(): PgoutputDecoder {
+  let inStream = false;
+  return {
+    decode(payload) {
+      const message = decodePgoutput(payload, inStream ? STREAMING : NOT_STREAMING);
+      if (message.tag === 'stream-start') inStream = true;
+      else if (message.tag === 'stream-stop') inStream = false;
+      return message;
+    },
+    get inStream() { return inStream; },
+  };
+}
+
+const STREAMING: DecodeOptions = { streaming: true };
+const NOT_STREAMING: DecodeOptions = { streaming: false };
