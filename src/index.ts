@@ -49,3 +49,4 @@ export { decodePgoutput, createPgoutputDecoder } from './source/pgoutput/decoder
 export type * from './source/pgoutput/messages.js';
 export { createRelationRegistry, type RelationRegistry } from './source/relations.js';
 export { ValueDecodeError } from './source/values.js';
+export * from './sink/index.js';

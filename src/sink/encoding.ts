@@ -1,0 +1,120 @@
+// How a sink event becomes a KurrentDB event, and how big the server will count it.
+import { createHash } from 'node:crypto';
+import { jsonEvent, type EventData } from '@kurrent/kurrentdb-client';
+import { SinkError } from './errors.js';
+import { RECEIPT_PREFIX, receiptToMetadata, type Receipt } from './receipt.js';
+
+/** What the sink needs of an event (the mapping SDK's `EventToAppend` fits). */
+export interface EncodableEvent {
+  readonly id: string;
+  readonly stream: string;
+  readonly type: string;
+  readonly data: unknown;
+  readonly metadata: Readonly<Record<string, string>>;
+}
+
+/** An event ready to append: encoded once, measured once, with its receipt stamped in. */
+export interface PreparedEvent {
+  readonly id: string;
+  readonly stream: string;
+  readonly type: string;
+  readonly receipt: Receipt;
+  /** `Event.SizeOnDisk` as the server counts it against MaxAppendSize (v1 appends). */
+  readonly size: number;
+  /** The record's size as a multi-stream append counts it (data + properties + schema name). */
+  readonly multiStreamSize: number;
+  readonly eventData: EventData;
+}
+
+const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The size KurrentDB counts against MaxAppendSize: data bytes + metadata bytes + 2 × the type's
+ * length (`Event.SizeOnDisk`, KurrentDB.Core Data/Event.cs — the type is counted as UTF-16).
+ */
+export function eventSizeOnDisk(type: string, dataJson: string, metadataJson: string): number {
+  return Buffer.byteLength(dataJson, 'utf8') + Buffer.byteLength(metadataJson, 'utf8') + type.length * 2;
+}
+
+/**
+ * A record of a multi-stream append (v2 AppendSession) is counted as data + properties + schema
+ * name (KurrentDB.Api.V2 AppendRecordExtensions.CalculateSizeOnDisk); its properties are stored as
+ * the event's metadata with `$schema.name` and `$schema.format` added, so those count too.
+ */
+export function multiStreamRecordSize(type: string, dataJson: string, metadata: Readonly<Record<string, string>>): number {
+  const properties = JSON.stringify({ ...metadata, '$schema.name': type, '$schema.format': 'Json' });
+  return Buffer.byteLength(dataJson, 'utf8') + Buffer.byteLength(properties, 'utf8') + Buffer.byteLength(type, 'utf8');
+}
+
+/**
+ * Encodes one event: data as JSON (`application/json`), metadata as the flat string map plus the
+ * receipt keys — flat and string-valued, so the same event can go through multi-stream append.
+ */
+export function prepareEvent(event: EncodableEvent, receipt: Receipt): PreparedEvent {
+  const invalid = (why: string, extra: Record<string, unknown> = {}): SinkError =>
+    new SinkError('SINK_INVALID_EVENT', `event ${event.type} (${event.id}) for stream "${event.stream}" ${why}`, {
+      stream: event.stream,
+      type: event.type,
+      eventId: event.id,
+      ...extra,
+    });
+  if (typeof event.stream !== 'string' || event.stream.length === 0) throw invalid('has no stream name');
+  if (typeof event.type !== 'string' || event.type.length === 0) throw invalid('has no type');
+  if (typeof event.id !== 'string' || !UUID_PATTERN.test(event.id)) throw invalid('has an id that is not a UUID (KurrentDB event ids are UUIDs)');
+  const metadata: Record<string, string> = {};
+  for (const [key, value] of Object.entries(event.metadata ?? {})) {
+    if (typeof value !== 'string') throw invalid(`has metadata "${key}" that is not a string (metadata must be flat and string-valued)`, { key });
+    if (key.startsWith(RECEIPT_PREFIX)) throw invalid(`brings its own metadata "${key}"; the "${RECEIPT_PREFIX}" keys belong to the sink`, { key });
+    metadata[key] = value;
+  }
+  Object.assign(metadata, receiptToMetadata(receipt));
+  let dataJson: string | undefined;
+  try {
+    dataJson = JSON.stringify(event.data);
+  } catch (cause) {
+    throw invalid(`has data that is not JSON-serializable: ${(cause as Error).message}`);
+  }
+  if (dataJson === undefined) throw invalid('has no data');
+  const size = eventSizeOnDisk(event.type, dataJson, JSON.stringify(metadata));
+  const multiStreamSize = multiStreamRecordSize(event.type, dataJson, metadata);
+  const eventData = jsonEvent({ id: event.id, type: event.type, data: event.data as Record<string, unknown>, metadata });
+  return { id: event.id, stream: event.stream, type: event.type, receipt, size, multiStreamSize, eventData };
+}
+
+/** The sink's UUIDv5 namespace (for its own checkpoint events). Never change it. */
+export const SINK_NAMESPACE = 'a3f0c7d2-5e84-4b1f-9c6a-2d7e8b0f4a19';
+
+/** UUIDv5 (RFC 9562 §5.5) of `name` in `namespace`. */
+export function uuidv5(name: string, namespace: string = SINK_NAMESPACE): string {
+  const hash = createHash('sha1')
+    .update(Buffer.from(namespace.replace(/-/g, ''), 'hex'))
+    .update(name, 'utf8')
+    .digest();
+  const bytes = hash.subarray(0, 16);
+  bytes[6] = (bytes[6]! & 0x0f) | 0x50;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  const hex = bytes.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/**
+ * Splits one stream's events into appends of at most `limit` bytes each, keeping order.
+ * Callers have already rejected single events over the limit.
+ */
+export function splitBySize<T>(events: readonly T[], limit: number, sizeOf: (event: T) => number): T[][] {
+  const parts: T[][] = [];
+  let current: T[] = [];
+  let size = 0;
+  for (const event of events) {
+    const eventSize = sizeOf(event);
+    if (current.length > 0 && size + eventSize > limit) {
+      parts.push(current);
+      current = [];
+      size = 0;
+    }
+    current.push(event);
+    size += eventSize;
+  }
+  if (current.length > 0) parts.push(current);
+  return parts;
+}

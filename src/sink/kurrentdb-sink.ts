@@ -1,0 +1,755 @@
+/**
+ * The KurrentDB appender.
+ *
+ * Exactly-once per stream rests on three things (DESIGN invariant 3):
+ *  1. every append names a *specific* expected revision (or `no_stream`) — never `any`, whose
+ *     deduplication is a bounded in-memory cache that a server restart empties;
+ *  2. every event carries a receipt (receipt.ts), so the tail of a stream says which unit and
+ *     which of its events were applied last; on first touch after a start the sink reads each
+ *     stream's tail (backwards, one event) to learn its revision and receipt;
+ *  3. event ids are deterministic, so a retry whose earlier attempt did land is answered by the
+ *     server's strong idempotency check (same ids at the same revisions) instead of duplicating.
+ *
+ * A wrong-expected-version is either explained by the receipt (an earlier attempt of ours
+ * landed: skip what is there, continue after it) or it is another writer: stop, loudly.
+ */
+import { z } from 'zod';
+import { BACKWARDS, END, KurrentDBClient, NO_STREAM, type AppendStreamRequest } from '@kurrent/kurrentdb-client';
+import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_grpc_pb.js';
+import { formatLsn, isLsn, parseLsn } from '../source/position.js';
+import { prepareEvent, splitBySize, uuidv5, type PreparedEvent } from './encoding.js';
+import { OversizedEventError, SinkError, StreamConflictError, type StreamConflictDetails } from './errors.js';
+import type { AppendOutcome, KurrentDBSink, SinkBatch, SinkEvent, SinkMode, SinkPosition, SinkStatus, StreamAppendOutcome } from './index.js';
+import { compareReceipts, compareUnits, receiptAt, receiptsComparable, receiptToMetadata, receiptFromMetadata, type Receipt, type ReceiptUnit } from './receipt.js';
+import { backoffDelay, DEFAULT_RETRY, isTransientError, type RetryPolicy } from './retry.js';
+
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
+/** KurrentDB's default `MaxAppendSize` (1 MiB). */
+export const DEFAULT_MAX_APPEND_SIZE = 1_048_576;
+
+/** The sink logs through this; any structured logger adapts in two lines. */
+export interface SinkLogger {
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+}
+
+/** Instrumentation points (tests use them to simulate a crash between two appends). */
+export interface SinkHooks {
+  /** Called before each append request is sent (not before its retries). Throwing aborts the call. */
+  beforeAppend?(request: { readonly streams: readonly string[]; readonly events: number; readonly mode: SinkMode }): void | Promise<void>;
+}
+
+export interface KurrentDBSinkOptions {
+  /** KurrentDB connection string, e.g. `kurrentdb://localhost:2113?tls=false`. */
+  readonly connectionString: string;
+  /** The assembler's name: stamped in every receipt (one assembler owns its streams) and names the checkpoint stream. */
+  readonly assembler: string;
+  /**
+   * `auto` uses multi-stream append when the server advertises it (KurrentDB 25.1+), else
+   * per-stream appends; `multi-stream` fails at start-up when the server lacks it.
+   * @default 'auto'
+   */
+  readonly mode?: 'auto' | 'multi-stream' | 'per-stream';
+  /** The server's `MaxAppendSize` in bytes (`Event.SizeOnDisk` summed over one append). @default 1048576 */
+  readonly maxAppendSize?: number;
+  /** Backoff for destination outages. @default { initialDelayMs: 100, maxDelayMs: 5000 } with unlimited attempts */
+  readonly retry?: Partial<RetryPolicy>;
+  /**
+   * Stream of the assembler's own checkpoint events, appended with (multi-stream) or after
+   * (per-stream) each unit's events. `false` turns them off.
+   * @default `event-assembler.checkpoint-<assembler>`
+   */
+  readonly checkpointStream?: string | false;
+  /**
+   * Longest wait for one call before it counts as failed and is retried. The client's BatchAppend
+   * (its per-stream append path) sets no client-side deadline — it relies on the server honouring
+   * the deadline sent in the request — so without this a hung server would hang the pipeline.
+   * A timed-out write may still land; the retry is then answered by idempotency or the receipt.
+   * @default 30000
+   */
+  readonly timeoutMs?: number;
+  /**
+   * Streams whose revision and receipt stay cached (least recently used are forgotten and their
+   * tail re-read on next touch — correct, only slower).
+   * @default 100000
+   */
+  readonly maxCachedStreams?: number;
+  /** @default silent */
+  readonly logger?: SinkLogger;
+  readonly hooks?: SinkHooks;
+}
+
+export function checkpointStreamName(assembler: string): string {
+  return `event-assembler.checkpoint-${assembler}`;
+}
+
+/** Type name of the sink's checkpoint events. */
+export const CHECKPOINT_EVENT_TYPE = 'CheckpointRecorded';
+
+const OptionsSchema = z.object({
+  connectionString: z.string().min(1, 'give the KurrentDB connection string, e.g. kurrentdb://localhost:2113?tls=false'),
+  assembler: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'use letters, digits, "_", "." or "-" (it names a stream and is stamped in receipts)'),
+  mode: z.enum(['auto', 'multi-stream', 'per-stream']).optional(),
+  maxAppendSize: z.number().int().positive('give the server\'s MaxAppendSize in bytes').optional(),
+  retry: z
+    .object({
+      initialDelayMs: z.number().int().positive().optional(),
+      maxDelayMs: z.number().int().positive().optional(),
+      maxAttempts: z.number().int().positive().optional(),
+    })
+    .optional(),
+  checkpointStream: z.union([z.string().min(1), z.literal(false)]).optional(),
+  timeoutMs: z.number().int().positive().optional(),
+  maxCachedStreams: z.number().int().positive().optional(),
+});
+
+interface SinkConfig {
+  readonly connectionString: string;
+  readonly assembler: string;
+  readonly mode: 'auto' | 'multi-stream' | 'per-stream';
+  readonly maxAppendSize: number;
+  readonly retry: RetryPolicy;
+  readonly checkpointStream: string | null;
+  readonly timeoutMs: number;
+  readonly maxCachedStreams: number;
+}
+
+function parseOptions(options: KurrentDBSinkOptions): SinkConfig {
+  const parsed = OptionsSchema.safeParse(options);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(options)'}: ${issue.message}`);
+    throw new SinkError('SINK_INVALID_CONFIG', `invalid KurrentDB sink options — ${problems.join('; ')}`, { problems });
+  }
+  const o = parsed.data;
+  const retry: RetryPolicy = {
+    initialDelayMs: o.retry?.initialDelayMs ?? DEFAULT_RETRY.initialDelayMs,
+    maxDelayMs: o.retry?.maxDelayMs ?? DEFAULT_RETRY.maxDelayMs,
+    ...(o.retry?.maxAttempts !== undefined ? { maxAttempts: o.retry.maxAttempts } : {}),
+  };
+  if (retry.maxDelayMs < retry.initialDelayMs) {
+    throw new SinkError('SINK_INVALID_CONFIG', 'invalid KurrentDB sink options — retry.maxDelayMs: must be at least retry.initialDelayMs', { field: 'retry.maxDelayMs' });
+  }
+  return {
+    connectionString: o.connectionString,
+    assembler: o.assembler,
+    mode: o.mode ?? 'auto',
+    maxAppendSize: o.maxAppendSize ?? DEFAULT_MAX_APPEND_SIZE,
+    retry,
+    checkpointStream: o.checkpointStream === false ? null : (o.checkpointStream ?? checkpointStreamName(o.assembler)),
+    timeoutMs: o.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    maxCachedStreams: o.maxCachedStreams ?? 100_000,
+  };
+}
+
+type Revision = bigint | typeof NO_STREAM;
+
+/** What the sink knows of one stream: its revision and the receipt at its tail. */
+interface StreamState {
+  readonly revision: Revision;
+  readonly receipt: Receipt | null;
+  readonly tail: { readonly id: string; readonly type: string; readonly revision: bigint } | null;
+}
+
+const EMPTY_STREAM: StreamState = { revision: NO_STREAM, receipt: null, tail: null };
+
+/** Stream states, least recently used first (a Map keeps insertion order). */
+function createStreamCache(capacity: number) {
+  const entries = new Map<string, StreamState>();
+  return {
+    get(stream: string): StreamState | undefined {
+      const state = entries.get(stream);
+      if (state) {
+        entries.delete(stream);
+        entries.set(stream, state);
+      }
+      return state;
+    },
+    set(stream: string, state: StreamState): void {
+      entries.delete(stream);
+      entries.set(stream, state);
+      if (entries.size > capacity) entries.delete(entries.keys().next().value!);
+    },
+    delete(stream: string): void {
+      entries.delete(stream);
+    },
+    clear(): void {
+      entries.clear();
+    },
+    get size(): number {
+      return entries.size;
+    },
+  };
+}
+
+/** One stream's share of a unit. */
+interface Group {
+  readonly stream: string;
+  readonly events: readonly PreparedEvent[];
+}
+
+/** Re-plans after explained conflicts before giving up (each one means an earlier attempt landed). */
+const MAX_ROUNDS = 8;
+
+const silentLogger: SinkLogger = { info() {}, warn() {} };
+
+function errorType(error: unknown): string | undefined {
+  const type = (error as { type?: unknown } | null)?.type;
+  return typeof type === 'string' ? type : undefined;
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function revisionText(revision: Revision | bigint | string | undefined | null): string {
+  if (revision === undefined || revision === null) return 'unknown';
+  return typeof revision === 'bigint' ? revision.toString() : revision;
+}
+
+/** Rejects with a retryable `deadline-exceeded` error when `promise` takes longer than `ms`. */
+function withTimeout<T>(promise: Promise<T>, ms: number, operation: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(Object.assign(new Error(`${operation} got no answer within ${ms} ms`), { type: 'deadline-exceeded' })), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+function jsonSafe(value: unknown): unknown {
+  return JSON.parse(JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)));
+}
+
+/**
+ * Whether the client's cached server features list the v2 `AppendSession` (multi-stream append).
+ * The client asks `ServerFeatures.GetSupportedMethods` once per connection and checks the same
+ * list before its own `multiStreamAppend`; its `supports` is `protected` in the typings but a
+ * public field at run time, so this reads the very answer the client will act on.
+ */
+async function serverSupportsMultiStreamAppend(client: KurrentDBClient): Promise<boolean | 'unknown'> {
+  const supports = (client as unknown as { supports?: (method: { path: string }) => Promise<boolean> }).supports;
+  if (typeof supports !== 'function') return 'unknown';
+  return supports(v2StreamsGrpc.StreamsServiceService.appendSession);
+}
+
+/**
+ * Connects, detects whether the server serves multi-stream append, logs the mode and returns the
+ * sink. Waits out an unavailable server like any other call (retry policy).
+ */
+export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promise<KurrentDBSink> {
+  const config = parseOptions(options);
+  const logger = options.logger ?? silentLogger;
+  const hooks = options.hooks ?? {};
+  // Appends go through grpc-js (`client`); reads go through the client's native bridge. A bridge
+  // whose first connection attempt failed keeps answering UNAVAILABLE after the server is back
+  // (seen with client 1.3.1), so tail reads use their own client, replaced after a failed read.
+  const client = KurrentDBClient.connectionString(config.connectionString);
+  let reader = KurrentDBClient.connectionString(config.connectionString);
+  let readerSuspect = false;
+  const streams = createStreamCache(config.maxCachedStreams);
+  const closing = new AbortController();
+  let closed = false;
+  let limit = config.maxAppendSize;
+  let mode: SinkMode = 'per-stream';
+  let queue: Promise<unknown> = Promise.resolve();
+  const stats = {
+    state: 'connected' as SinkStatus['state'],
+    attempts: 0,
+    retries: 0,
+    lastError: null as SinkStatus['lastError'],
+    appendedEvents: 0,
+    skippedEvents: 0,
+  };
+
+  const closedError = (cause?: unknown): SinkError =>
+    new SinkError('SINK_CLOSED', 'the KurrentDB sink was closed while a call was in progress; nothing after the last acknowledged unit is known to be durable', {}, { cause });
+
+  /** Runs one client call, waiting out destination outages with backoff. Everything else is thrown as is. */
+  async function retrying<T>(operation: string, details: Record<string, unknown>, call: () => Promise<T>): Promise<T> {
+    let attempt = 0;
+    for (;;) {
+      if (closed) throw closedError();
+      try {
+        const result = await withTimeout(call(), config.timeoutMs, operation);
+        if (attempt > 0) logger.info('kurrentdb sink: destination answered again', { operation, failedAttempts: attempt, ...details });
+        stats.attempts = 0;
+        stats.state = 'connected';
+        return result;
+      } catch (error) {
+        if (closed) throw closedError(error);
+        if (!isTransientError(error)) throw error;
+        attempt += 1;
+        stats.attempts = attempt;
+        stats.retries += 1;
+        stats.state = 'retrying';
+        const code = (error as { code?: unknown }).code;
+        stats.lastError = { message: errorMessage(error), code: errorType(error) ?? (code === undefined ? null : String(code)), at: new Date() };
+        if (config.retry.maxAttempts !== undefined && attempt >= config.retry.maxAttempts) {
+          stats.state = 'connected';
+          throw new SinkError(
+            'SINK_RETRIES_EXHAUSTED',
+            `KurrentDB stayed unavailable for ${operation} after ${attempt} attempt(s): ${errorMessage(error)}`,
+            { operation, attempts: attempt, ...details },
+            { cause: error },
+          );
+        }
+        const delayMs = backoffDelay(config.retry, attempt);
+        logger.warn('kurrentdb sink: destination unavailable, retrying', { operation, attempt, delayMs, error: errorMessage(error), ...details });
+        await sleep(delayMs, closing.signal);
+      }
+    }
+  }
+
+  /** Reads a stream's last event: its revision and receipt. */
+  async function readTail(stream: string): Promise<StreamState> {
+    return retrying('read-tail', { stream }, async () => {
+      if (readerSuspect) {
+        const previous = reader;
+        reader = KurrentDBClient.connectionString(config.connectionString);
+        readerSuspect = false;
+        void previous.dispose().catch(() => undefined);
+      }
+      try {
+        for await (const resolved of reader.readStream(stream, { direction: BACKWARDS, fromRevision: END, maxCount: 1 })) {
+          const event = resolved.event;
+          if (!event) continue;
+          return {
+            revision: event.revision,
+            receipt: receiptFromMetadata(event.metadata),
+            tail: { id: event.id, type: event.type, revision: event.revision },
+          };
+        }
+        return EMPTY_STREAM;
+      } catch (error) {
+        if (errorType(error) === 'stream-not-found') return EMPTY_STREAM;
+        if (errorType(error) === 'stream-deleted') throw deletedError(stream, error);
+        // Only the bridge's own UNAVAILABLE: a slow first read (it connects lazily) just times out.
+        if (errorType(error) === 'unavailable') readerSuspect = true;
+        throw error;
+      }
+    });
+  }
+
+  async function stateOf(stream: string): Promise<StreamState> {
+    const cached = streams.get(stream);
+    if (cached) return cached;
+    const state = await readTail(stream);
+    streams.set(stream, state);
+    return state;
+  }
+
+  function deletedError(stream: string, cause: unknown): SinkError {
+    return new SinkError('SINK_STREAM_DELETED', `stream "${stream}" is deleted or tombstoned in KurrentDB; the assembler will not recreate it silently`, { stream }, { cause });
+  }
+
+  function conflictError(
+    stream: string,
+    reason: StreamConflictDetails['reason'],
+    expected: string,
+    state: StreamState,
+    ours: Receipt | null,
+    cause?: unknown,
+  ): StreamConflictError {
+    streams.delete(stream);
+    return new StreamConflictError(
+      {
+        stream,
+        expected,
+        actual: revisionText(state.revision),
+        ours: ours ? receiptToMetadata(ours) : null,
+        theirs: state.receipt ? receiptToMetadata(state.receipt) : null,
+        tailEvent: state.tail ? { id: state.tail.id, type: state.tail.type, revision: state.tail.revision.toString() } : null,
+        reason,
+      },
+      cause === undefined ? undefined : { cause },
+    );
+  }
+
+  /** The events of `group` the stream's receipt does not show as applied. */
+  function remaining(group: Group, unit: ReceiptUnit, state: StreamState): PreparedEvent[] {
+    if (state.revision === NO_STREAM) return [...group.events];
+    const theirs = state.receipt;
+    const first = group.events[0] ?? null;
+    if (!theirs || theirs.assembler !== unit.assembler) {
+      throw conflictError(group.stream, 'foreign-tail', `a tail written by assembler "${unit.assembler}"`, state, first?.receipt ?? null);
+    }
+    if (!receiptsComparable(theirs, unit)) {
+      throw conflictError(group.stream, 'receipt-from-other-source', `a receipt from source ${unit.source ?? '?'}`, state, first?.receipt ?? null);
+    }
+    const order = compareUnits(unit, theirs);
+    if (order < 0) return [];
+    if (order > 0) return [...group.events];
+    return group.events.filter((event) => event.receipt.ordinal > theirs.ordinal);
+  }
+
+  /**
+   * After a wrong-expected-version: re-read the tail. If its receipt is ours and at or past the
+   * first event we tried, an earlier attempt landed — the caller re-plans. Otherwise: another writer.
+   */
+  async function explainConflict(stream: string, expected: Revision, first: Receipt, cause: unknown): Promise<void> {
+    streams.delete(stream);
+    const fresh = await stateOf(stream);
+    const theirs = fresh.receipt;
+    if (theirs && receiptsComparable(theirs, first) && compareReceipts(theirs, first) >= 0) {
+      logger.info('kurrentdb sink: an earlier attempt had landed; continuing after its receipt', {
+        stream,
+        expected: revisionText(expected),
+        actual: revisionText(fresh.revision),
+      });
+      return;
+    }
+    const reason = !theirs || theirs.assembler !== first.assembler ? 'foreign-tail' : receiptsComparable(theirs, first) ? 'unexplained-revision' : 'receipt-from-other-source';
+    throw conflictError(stream, reason, revisionText(expected), fresh, first, cause);
+  }
+
+  function oversized(event: PreparedEvent, size: number, max: number): OversizedEventError {
+    return new OversizedEventError({ stream: event.stream, type: event.type, eventId: event.id, size, limit: max });
+  }
+
+  function learnServerLimit(serverLimit: unknown): void {
+    if (typeof serverLimit === 'number' && serverLimit > 0 && serverLimit < limit) {
+      logger.warn('kurrentdb sink: the server\'s max append size is smaller than configured; using the server\'s', { configured: limit, server: serverLimit });
+      limit = serverLimit;
+    }
+  }
+
+  /** Per-stream: the group's remaining events in appends of at most `limit` bytes, each at a specific revision. */
+  async function appendPerStream(unit: ReceiptUnit, group: Group): Promise<number> {
+    const { stream } = group;
+    let appended = 0;
+    for (let round = 0; round < MAX_ROUNDS; round++) {
+      const todo = remaining(group, unit, await stateOf(stream));
+      if (todo.length === 0) return group.events.length - appended;
+      const parts = splitBySize(todo, limit, (event) => event.size);
+      let replan = false;
+      while (parts.length > 0 && !replan) {
+        const part = parts.shift()!;
+        const expected = (await stateOf(stream)).revision;
+        await hooks.beforeAppend?.({ streams: [stream], events: part.length, mode: 'per-stream' });
+        try {
+          const result = await retrying('append', { stream, events: part.length, expectedRevision: revisionText(expected) }, () =>
+            client.appendToStream(
+              stream,
+              part.map((event) => event.eventData),
+              { streamState: expected },
+            ),
+          );
+          const last = part[part.length - 1]!;
+          streams.set(stream, { revision: result.nextExpectedRevision, receipt: last.receipt, tail: { id: last.id, type: last.type, revision: result.nextExpectedRevision } });
+          appended += part.length;
+        } catch (error) {
+          const type = errorType(error);
+          if (type === 'wrong-expected-version') {
+            await explainConflict(stream, expected, part[0]!.receipt, error);
+            replan = true;
+          } else if (type === 'maximum-append-size-exceeded') {
+            const serverLimit = (error as { maxAppendSize?: unknown }).maxAppendSize;
+            const before = limit;
+            learnServerLimit(serverLimit);
+            if (part.length === 1) throw oversized(part[0]!, part[0]!.size, typeof serverLimit === 'number' ? serverLimit : limit);
+            if (limit < before) {
+              // The server's limit is smaller than configured: re-cut this part by it.
+              parts.unshift(...splitBySize(part, limit, (event) => event.size));
+            } else {
+              // Our measure and the server's disagree: halve and go on (revisions continue part by part).
+              const half = Math.ceil(part.length / 2);
+              parts.unshift(part.slice(0, half), part.slice(half));
+            }
+          } else {
+            streams.delete(stream); // did it land? the next call re-reads the tail
+            if (type === 'stream-deleted' || type === 'stream-tombstoned') throw deletedError(stream, error);
+            throw error;
+          }
+        }
+      }
+      if (!replan) return group.events.length - appended;
+    }
+    throw new SinkError('SINK_APPEND_FAILED', `stream "${stream}" kept changing under the sink (${MAX_ROUNDS} re-plans)`, { stream });
+  }
+
+  /** Cuts the streams' remaining events into multi-stream appends of at most `max` bytes, in order. */
+  function chunkAcrossStreams(plans: readonly Group[], max: number): Group[][] {
+    const chunks: Group[][] = [];
+    let chunk: Group[] = [];
+    let size = 0;
+    for (const plan of plans) {
+      let part: PreparedEvent[] = [];
+      for (const event of plan.events) {
+        if (size + event.multiStreamSize > max && (chunk.length > 0 || part.length > 0)) {
+          if (part.length > 0) chunk.push({ stream: plan.stream, events: part });
+          chunks.push(chunk);
+          chunk = [];
+          part = [];
+          size = 0;
+        }
+        part.push(event);
+        size += event.multiStreamSize;
+      }
+      if (part.length > 0) chunk.push({ stream: plan.stream, events: part });
+    }
+    if (chunk.length > 0) chunks.push(chunk);
+    return chunks;
+  }
+
+  /**
+   * Multi-stream: the unit's events across all streams, checkpoint included, in one atomic call
+   * (several only when the unit exceeds the max append size). Returns `null` when the server
+   * turned out not to serve multi-stream append (mode `auto` then falls back to per-stream).
+   */
+  async function appendMultiStream(unit: ReceiptUnit, groups: readonly Group[]): Promise<Map<string, number> | null> {
+    const appended = new Map<string, number>(groups.map((group) => [group.stream, 0]));
+    const skipped = (): Map<string, number> => new Map(groups.map((group) => [group.stream, group.events.length - (appended.get(group.stream) ?? 0)]));
+    let callLimit = limit;
+    for (let round = 0; round < MAX_ROUNDS; round++) {
+      const states = await Promise.all(groups.map((group) => stateOf(group.stream)));
+      const plans: Group[] = [];
+      groups.forEach((group, i) => {
+        const todo = remaining(group, unit, states[i]!);
+        if (todo.length > 0) plans.push({ stream: group.stream, events: todo });
+      });
+      if (plans.length === 0) return skipped();
+      const chunks = chunkAcrossStreams(plans, Math.min(callLimit, limit));
+      if (chunks.length > 1) {
+        logger.warn('kurrentdb sink: unit exceeds the max append size; it is appended in several multi-stream appends (each atomic, the unit not)', {
+          unit: describe(unit),
+          appends: chunks.length,
+          maxAppendSize: Math.min(callLimit, limit),
+        });
+      }
+      let replan = false;
+      for (const chunk of chunks) {
+        const requests: AppendStreamRequest[] = [];
+        for (const plan of chunk) {
+          requests.push({ streamName: plan.stream, events: plan.events.map((event) => event.eventData), expectedState: (await stateOf(plan.stream)).revision });
+        }
+        const eventCount = chunk.reduce((n, plan) => n + plan.events.length, 0);
+        await hooks.beforeAppend?.({ streams: chunk.map((plan) => plan.stream), events: eventCount, mode: 'multi-stream' });
+        try {
+          const result = await retrying('multi-stream-append', { streams: chunk.map((plan) => plan.stream), events: eventCount }, () => client.multiStreamAppend(requests));
+          const revisions = new Map(result.responses.map((response) => [response.streamName, response.revision]));
+          for (const plan of chunk) {
+            const revision = revisions.get(plan.stream);
+            const last = plan.events[plan.events.length - 1]!;
+            if (revision === undefined) streams.delete(plan.stream);
+            else streams.set(plan.stream, { revision, receipt: last.receipt, tail: { id: last.id, type: last.type, revision } });
+            appended.set(plan.stream, (appended.get(plan.stream) ?? 0) + plan.events.length);
+          }
+        } catch (error) {
+          // The call is atomic: either all of it landed or none; the receipts will tell.
+          for (const plan of chunk) streams.delete(plan.stream);
+          const type = errorType(error);
+          const grpcCode = (error as { code?: unknown }).code;
+          if (type === 'wrong-expected-version') {
+            const conflicted = (error as { streamName?: unknown }).streamName;
+            const index = Math.max(0, chunk.findIndex((plan) => plan.stream === conflicted));
+            await explainConflict(chunk[index]!.stream, requests[index]!.expectedState as Revision, chunk[index]!.events[0]!.receipt, error);
+            replan = true;
+            break;
+          }
+          if (type === 'unsupported' || grpcCode === 12 /* UNIMPLEMENTED */) {
+            if (config.mode === 'multi-stream') {
+              throw new SinkError('SINK_MULTI_STREAM_UNSUPPORTED', 'the server no longer serves multi-stream append (mode "multi-stream" was required)', {}, { cause: error });
+            }
+            logger.warn('kurrentdb sink: the server does not serve multi-stream append; switching to per-stream appends', { error: errorMessage(error) });
+            mode = 'per-stream';
+            return null;
+          }
+          if (type === 'append-record-size-exceeded') {
+            const e = error as { stream?: string; recordId?: string; size?: number; maxSize?: number };
+            const event = chunk.flatMap((plan) => plan.events).find((candidate) => candidate.id === e.recordId) ?? chunk[0]!.events[0]!;
+            throw oversized(event, e.size ?? event.multiStreamSize, e.maxSize ?? limit);
+          }
+          if (type === 'transaction-max-size-exceeded' || type === 'maximum-append-size-exceeded') {
+            const serverLimit = (error as { maxSize?: unknown; maxAppendSize?: unknown }).maxSize ?? (error as { maxAppendSize?: unknown }).maxAppendSize;
+            const before = limit;
+            learnServerLimit(serverLimit);
+            const only = chunk.length === 1 && chunk[0]!.events.length === 1 ? chunk[0]!.events[0]! : null;
+            if (only) throw oversized(only, only.multiStreamSize, typeof serverLimit === 'number' ? serverLimit : limit);
+            if (limit >= before) {
+              // Our measure and the server's disagree: halve the chunk size for this unit.
+              const chunkSize = chunk.reduce((n, plan) => n + plan.events.reduce((m, event) => m + event.multiStreamSize, 0), 0);
+              callLimit = Math.max(1, Math.floor(chunkSize / 2));
+            }
+            replan = true;
+            break;
+          }
+          if (type === 'stream-deleted' || type === 'stream-tombstoned') {
+            const stream = (error as { streamName?: string; stream?: string }).streamName ?? (error as { stream?: string }).stream ?? chunk[0]!.stream;
+            throw deletedError(stream, error);
+          }
+          throw error;
+        }
+      }
+      if (!replan) return skipped();
+    }
+    throw new SinkError('SINK_APPEND_FAILED', `streams of ${describe(unit)} kept changing under the sink (${MAX_ROUNDS} re-plans)`, { unit: describe(unit) });
+  }
+
+  function describe(unit: ReceiptUnit): string {
+    return unit.kind === 'transaction' ? `transaction ${unit.commitLsn}/${unit.xid}` : `snapshot record ${unit.generation}#${unit.sequence}`;
+  }
+
+  function unitOf(position: SinkPosition): ReceiptUnit {
+    const invalid = (why: string): SinkError => new SinkError('SINK_INVALID_POSITION', `batch position ${why}`, { position: jsonSafe(position) });
+    const source = position.systemId === undefined ? {} : { source: position.systemId };
+    if (position.kind === 'snapshot') {
+      if (!isLsn(position.lsn)) throw invalid(`has an lsn that is not a PostgreSQL LSN: ${JSON.stringify(position.lsn)}`);
+      if (!Number.isSafeInteger(position.sequence) || position.sequence < 0) throw invalid('needs a non-negative integer sequence');
+      return {
+        kind: 'snapshot',
+        assembler: config.assembler,
+        ...source,
+        lsn: formatLsn(parseLsn(position.lsn)),
+        generation: position.snapshotGeneration,
+        sequence: position.sequence,
+        table: position.table,
+        key: position.key,
+      };
+    }
+    if (typeof position.commitLsn !== 'string' || !isLsn(position.commitLsn)) throw invalid(`has a commitLsn that is not a PostgreSQL LSN: ${JSON.stringify(position.commitLsn)}`);
+    if (!Number.isInteger(position.xid) || position.xid < 0) throw invalid('needs a non-negative integer xid');
+    return { kind: 'transaction', assembler: config.assembler, ...source, commitLsn: formatLsn(parseLsn(position.commitLsn)), xid: position.xid };
+  }
+
+  function checkpointEvent(stream: string, position: SinkPosition, unit: ReceiptUnit): PreparedEvent {
+    const unitKey = unit.kind === 'transaction' ? ['transaction', unit.source ?? '', unit.commitLsn, unit.xid] : ['snapshot', unit.source ?? '', unit.generation, unit.sequence];
+    const event: SinkEvent = {
+      id: uuidv5(JSON.stringify(['checkpoint', config.assembler, ...unitKey])),
+      stream,
+      type: CHECKPOINT_EVENT_TYPE,
+      data: { assembler: config.assembler, position: jsonSafe(position) },
+      metadata: {
+        contract: `${CHECKPOINT_EVENT_TYPE}@1`,
+        ...(position.checkpoint !== undefined ? { 'source.checkpoint': position.checkpoint } : {}),
+      },
+    };
+    return prepareEvent(event, receiptAt(unit, 0, 1));
+  }
+
+  async function appendUnit(batch: SinkBatch): Promise<AppendOutcome> {
+    if (closed) throw closedError();
+    const unit = unitOf(batch.position);
+    if (batch.events.length === 0) return { appended: 0, skipped: 0, streams: [], checkpoint: 'none', mode };
+
+    // Group by stream in order of first appearance; ordinals count within a stream.
+    const byStream = new Map<string, SinkEvent[]>();
+    const ids = new Set<string>();
+    for (const event of batch.events) {
+      if (ids.has(event.id)) {
+        throw new SinkError('SINK_INVALID_EVENT', `event id ${event.id} appears twice in ${describe(unit)}; ids must be unique per delivery`, { eventId: event.id, stream: event.stream });
+      }
+      ids.add(event.id);
+      if (event.stream === config.checkpointStream) {
+        throw new SinkError('SINK_INVALID_EVENT', `event ${event.type} targets the assembler's checkpoint stream "${event.stream}"`, { stream: event.stream, type: event.type });
+      }
+      const list = byStream.get(event.stream);
+      if (list) list.push(event);
+      else byStream.set(event.stream, [event]);
+    }
+    const groups: Group[] = [...byStream].map(([stream, events]) => ({
+      stream,
+      events: events.map((event, ordinal) => prepareEvent(event, receiptAt(unit, ordinal, events.length))),
+    }));
+    if (config.checkpointStream) groups.push({ stream: config.checkpointStream, events: [checkpointEvent(config.checkpointStream, batch.position, unit)] });
+
+    // Before any I/O: nothing of a unit that cannot be appended is written.
+    for (const group of groups) {
+      for (const event of group.events) {
+        const size = mode === 'multi-stream' ? event.multiStreamSize : event.size;
+        if (size > limit) throw oversized(event, size, limit);
+      }
+    }
+
+    let skipped: Map<string, number> | null = null;
+    if (mode === 'multi-stream') skipped = await appendMultiStream(unit, groups);
+    if (!skipped) {
+      skipped = new Map();
+      for (const group of groups) skipped.set(group.stream, await appendPerStream(unit, group));
+    }
+
+    const outcomes: StreamAppendOutcome[] = [];
+    let checkpoint: AppendOutcome['checkpoint'] = 'none';
+    for (const group of groups) {
+      const skip = skipped.get(group.stream) ?? 0;
+      if (group.stream === config.checkpointStream) {
+        checkpoint = skip > 0 ? 'skipped' : 'appended';
+        continue;
+      }
+      const revision = streams.get(group.stream)?.revision;
+      outcomes.push({ stream: group.stream, appended: group.events.length - skip, skipped: skip, revision: typeof revision === 'bigint' ? revision : null });
+    }
+    const appended = outcomes.reduce((n, o) => n + o.appended, 0);
+    const skippedTotal = outcomes.reduce((n, o) => n + o.skipped, 0);
+    stats.appendedEvents += appended;
+    stats.skippedEvents += skippedTotal;
+    return { appended, skipped: skippedTotal, streams: outcomes, checkpoint, mode };
+  }
+
+  // Start-up: learn what the server serves, and say which mode runs.
+  try {
+    if (config.mode === 'per-stream') {
+      mode = 'per-stream';
+      logger.info('kurrentdb sink started', { mode, reason: 'configured', assembler: config.assembler, maxAppendSize: limit, checkpointStream: config.checkpointStream });
+    } else {
+      const supported = await retrying('detect-server-features', {}, () => serverSupportsMultiStreamAppend(client));
+      if (supported !== true && config.mode === 'multi-stream') {
+        throw new SinkError(
+          'SINK_MULTI_STREAM_UNSUPPORTED',
+          'mode "multi-stream" needs a server that serves multi-stream append (KurrentDB 25.1+); this one does not advertise it — use mode "auto" or "per-stream"',
+          { mode: config.mode },
+        );
+      }
+      mode = supported === true ? 'multi-stream' : 'per-stream';
+      const reason = supported === true ? 'server advertises multi-stream append' : supported === 'unknown' ? 'server features unknown to this client' : 'server does not advertise multi-stream append';
+      logger.info('kurrentdb sink started', { mode, reason, assembler: config.assembler, maxAppendSize: limit, checkpointStream: config.checkpointStream });
+    }
+  } catch (error) {
+    closed = true;
+    await Promise.allSettled([client.dispose(), reader.dispose()]);
+    throw error;
+  }
+
+  return {
+    get mode() {
+      return mode;
+    },
+    append(batch: SinkBatch): Promise<AppendOutcome> {
+      const run = queue.then(() => appendUnit(batch));
+      queue = run.catch(() => undefined);
+      return run;
+    },
+    status(): SinkStatus {
+      return {
+        mode,
+        state: closed ? 'closed' : stats.state,
+        attempts: stats.attempts,
+        retries: stats.retries,
+        lastError: stats.lastError,
+        cachedStreams: streams.size,
+        appendedEvents: stats.appendedEvents,
+        skippedEvents: stats.skippedEvents,
+      };
+    },
+    async close(): Promise<void> {
+      if (closed) return;
+      closed = true;
+      closing.abort();
+      await queue;
+      await Promise.allSettled([client.dispose(), reader.dispose()]);
+      streams.clear();
+    },
+  };
+}

@@ -1,0 +1,496 @@
+// The KurrentDB sink against the in-memory KurrentDB, through the real client over gRPC:
+// new streams, replays (same instance, new instance, server restart), crashes between appends,
+// another writer, modes, and the max append size.
+import { randomUUID } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { jsonEvent, KurrentDBClient } from '@kurrent/kurrentdb-client';
+import { startInMemoryKurrentDB, type InMemoryKurrentDB, type InMemoryKurrentDBOptions } from '../../src/testing/kurrentdb/index.js';
+import {
+  createKurrentDBSink,
+  checkpointStreamName,
+  OversizedEventError,
+  StreamConflictError,
+  SinkError,
+  receiptFromMetadata,
+  type KurrentDBSink,
+  type KurrentDBSinkOptions,
+  type SinkEvent,
+  type TransactionSinkPosition,
+} from '../../src/sink/index.js';
+import { uuidv5 } from '../../src/sink/encoding.js';
+
+// ---- rig ----------------------------------------------------------------------------------
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function server(options: InMemoryKurrentDBOptions = {}): Promise<InMemoryKurrentDB> {
+  const db = await startInMemoryKurrentDB(options);
+  cleanups.push(() => db.close());
+  return db;
+}
+
+interface LogLine {
+  level: 'info' | 'warn';
+  message: string;
+  fields: Record<string, unknown> | undefined;
+}
+
+async function sink(db: InMemoryKurrentDB, options: Partial<KurrentDBSinkOptions> & { assembler: string }, logs: LogLine[] = []): Promise<KurrentDBSink> {
+  const created = await createKurrentDBSink({
+    connectionString: db.connectionString,
+    retry: { initialDelayMs: 5, maxDelayMs: 50 },
+    logger: {
+      info: (message, fields) => logs.push({ level: 'info', message, fields }),
+      warn: (message, fields) => logs.push({ level: 'warn', message, fields }),
+    },
+    ...options,
+  });
+  cleanups.push(() => created.close());
+  return created;
+}
+
+const SYSTEM_ID = '7391029384756102938';
+
+/** Source transaction `n` with events `[stream, type, data?]`, ids deterministic in (scope, n, ordinal). */
+interface TxBatch {
+  readonly position: TransactionSinkPosition;
+  readonly events: readonly SinkEvent[];
+}
+
+function tx(scope: string, n: number, events: ReadonlyArray<readonly [string, string, unknown?]>): TxBatch {
+  const commitLsn = `0/${(0x10000 + n * 0x100).toString(16).toUpperCase()}`;
+  const xid = 800 + n;
+  return {
+    position: { checkpoint: `v1:${SYSTEM_ID}:1:slot_a:${commitLsn}:${xid}`, commitLsn, xid, systemId: SYSTEM_ID },
+    events: events.map(([stream, type, data], index): SinkEvent => ({
+      id: uuidv5(JSON.stringify([scope, n, index])),
+      stream,
+      type,
+      data: data ?? { n, index },
+      metadata: {
+        'source.commitLsn': commitLsn,
+        'source.xid': String(xid),
+        'transaction.index': String(index),
+        'transaction.count': String(events.length),
+        contract: `${type}@1`,
+      },
+    })),
+  };
+}
+
+function stored(db: InMemoryKurrentDB, stream: string) {
+  return db.readStreamEvents(stream).map((event) => ({
+    id: event.id,
+    type: event.type,
+    revision: event.revision,
+    data: JSON.parse(Buffer.from(event.data).toString('utf8')) as unknown,
+    metadata: JSON.parse(Buffer.from(event.metadata).toString('utf8')) as Record<string, string>,
+  }));
+}
+
+function ids(db: InMemoryKurrentDB, stream: string): string[] {
+  return db.readStreamEvents(stream).map((event) => event.id);
+}
+
+function unique(): string {
+  return randomUUID().slice(0, 8);
+}
+
+// ---- both modes ---------------------------------------------------------------------------
+
+describe.each([
+  { mode: 'multi-stream' as const, path: 'AppendSession', features: { multiStreamAppend: true } },
+  { mode: 'per-stream' as const, path: 'BatchAppend', features: { multiStreamAppend: false } },
+  { mode: 'per-stream' as const, path: 'Append', features: { multiStreamAppend: false, batchAppend: false } },
+])('KurrentDB sink, $mode mode via $path (detected)', ({ mode, features }) => {
+  it('appends a transaction to new streams with receipts, and its checkpoint event', async () => {
+    const db = await server({ features });
+    const logs: LogLine[] = [];
+    const id = unique();
+    const a = `invoice-${id}-1`;
+    const b = `customer-${id}-7`;
+    const s = await sink(db, { assembler: `asm_${id}` }, logs);
+    expect(s.mode).toBe(mode);
+    expect(logs.find((line) => line.message === 'kurrentdb sink started')?.fields).toMatchObject({ mode });
+
+    const batch = tx(id, 1, [
+      [a, 'InvoiceIssued'],
+      [b, 'CustomerBilled'],
+      [a, 'InvoiceLineAdded'],
+    ]);
+    const outcome = await s.append(batch);
+
+    expect(outcome).toMatchObject({ appended: 3, skipped: 0, checkpoint: 'appended', mode });
+    expect(outcome.streams).toEqual([
+      { stream: a, appended: 2, skipped: 0, revision: 1n },
+      { stream: b, appended: 1, skipped: 0, revision: 0n },
+    ]);
+    const events = stored(db, a);
+    expect(events.map((e) => [e.type, e.revision, e.id])).toEqual([
+      ['InvoiceIssued', 0n, batch.events[0]!.id],
+      ['InvoiceLineAdded', 1n, batch.events[2]!.id],
+    ]);
+    // Metadata: the mapping's flat keys, untouched, plus the receipt.
+    expect(events[1]!.metadata).toMatchObject({
+      contract: 'InvoiceLineAdded@1',
+      'transaction.index': '2',
+      'receipt.assembler': `asm_${id}`,
+      'receipt.kind': 'transaction',
+      'receipt.source': SYSTEM_ID,
+      'receipt.commitLsn': batch.position.commitLsn,
+      'receipt.xid': String(batch.position.xid),
+      'receipt.ordinal': '1',
+      'receipt.count': '2',
+    });
+    expect(receiptFromMetadata(events[1]!.metadata)).toMatchObject({ kind: 'transaction', ordinal: 1, count: 2 });
+    expect(events[0]!.data).toEqual({ n: 1, index: 0 });
+    expect(stored(db, b)).toHaveLength(1);
+
+    const checkpoints = stored(db, checkpointStreamName(`asm_${id}`));
+    expect(checkpoints).toHaveLength(1);
+    expect(checkpoints[0]).toMatchObject({ type: 'CheckpointRecorded', metadata: { 'source.checkpoint': batch.position.checkpoint, 'receipt.commitLsn': batch.position.commitLsn } });
+    expect(checkpoints[0]!.data).toMatchObject({ assembler: `asm_${id}`, position: { checkpoint: batch.position.checkpoint } });
+  });
+
+  it('skips a replayed transaction: same instance, a new instance, and after a server restart', async () => {
+    const db = await server({ features });
+    const id = unique();
+    const a = `invoice-${id}-1`;
+    const b = `customer-${id}-7`;
+    const assembler = `asm_${id}`;
+    const first = tx(id, 1, [
+      [a, 'InvoiceIssued'],
+      [b, 'CustomerBilled'],
+    ]);
+    const second = tx(id, 2, [[a, 'InvoicePaid']]);
+    const s1 = await sink(db, { assembler });
+    await s1.append(first);
+    await s1.append(second);
+
+    // Same instance (revisions cached).
+    expect(await s1.append(first)).toMatchObject({ appended: 0, skipped: 2, checkpoint: 'skipped' });
+    expect(await s1.append(second)).toMatchObject({ appended: 0, skipped: 1, checkpoint: 'skipped' });
+    await s1.close();
+
+    // A new instance: empty revision cache, tails are read.
+    const s2 = await sink(db, { assembler });
+    expect(await s2.append(first)).toMatchObject({ appended: 0, skipped: 2, checkpoint: 'skipped' });
+    expect(s2.status().cachedStreams).toBe(3);
+    await s2.close();
+
+    // After a server restart (the weak idempotency cache is gone) and with a new instance.
+    await db.restart();
+    const s3 = await sink(db, { assembler });
+    expect(await s3.append(first)).toMatchObject({ appended: 0, skipped: 2 });
+    expect(await s3.append(second)).toMatchObject({ appended: 0, skipped: 1 });
+    const third = tx(id, 3, [
+      [b, 'CustomerCredited'],
+      [a, 'InvoiceClosed'],
+    ]);
+    expect(await s3.append(third)).toMatchObject({ appended: 2, skipped: 0, checkpoint: 'appended' });
+
+    expect(ids(db, a)).toEqual([first.events[0]!.id, second.events[0]!.id, third.events[1]!.id]);
+    expect(ids(db, b)).toEqual([first.events[1]!.id, third.events[0]!.id]);
+    expect(ids(db, checkpointStreamName(assembler))).toHaveLength(3);
+    expect(s3.status()).toMatchObject({ appendedEvents: 2, skippedEvents: 3, state: 'connected' });
+  });
+
+  it('resumes a transaction interrupted between two appends: each event exactly once', async () => {
+    const db = await server({ features });
+    const id = unique();
+    const a = `invoice-${id}-1`;
+    const b = `customer-${id}-7`;
+    const assembler = `asm_${id}`;
+    const batch = tx(id, 1, [
+      [a, 'InvoiceIssued'],
+      [a, 'InvoiceLineAdded'],
+      [b, 'CustomerBilled'],
+    ]);
+    const requests: string[][] = [];
+    const crashing = await sink(db, {
+      assembler,
+      // Per-stream: the "process" dies after stream A's append, before stream B's.
+      // Multi-stream: it dies before the one atomic call.
+      hooks: {
+        beforeAppend: ({ streams }) => {
+          requests.push([...streams]);
+          if (streams.includes(b)) throw new Error('simulated crash');
+        },
+      },
+    });
+    await expect(crashing.append(batch)).rejects.toThrow('simulated crash');
+    if (mode === 'per-stream') {
+      expect(requests).toEqual([[a], [b]]);
+      expect(ids(db, a)).toHaveLength(2);
+    } else {
+      expect(requests).toEqual([[a, b, checkpointStreamName(assembler)]]);
+      expect(ids(db, a)).toHaveLength(0);
+    }
+    expect(ids(db, b)).toHaveLength(0);
+    expect(ids(db, checkpointStreamName(assembler))).toHaveLength(0);
+    await crashing.close();
+
+    const restarted = await sink(db, { assembler });
+    const outcome = await restarted.append(batch);
+    expect(outcome.streams).toEqual(
+      mode === 'per-stream'
+        ? [
+            { stream: a, appended: 0, skipped: 2, revision: 1n },
+            { stream: b, appended: 1, skipped: 0, revision: 0n },
+          ]
+        : [
+            { stream: a, appended: 2, skipped: 0, revision: 1n },
+            { stream: b, appended: 1, skipped: 0, revision: 0n },
+          ],
+    );
+    expect(outcome.checkpoint).toBe('appended');
+    expect(ids(db, a)).toEqual([batch.events[0]!.id, batch.events[1]!.id]);
+    expect(ids(db, b)).toEqual([batch.events[2]!.id]);
+    expect(ids(db, checkpointStreamName(assembler))).toHaveLength(1);
+  });
+
+  it('stops with a clear error when another writer appends to its stream', async () => {
+    const db = await server({ features });
+    const id = unique();
+    const a = `invoice-${id}-1`;
+    const assembler = `asm_${id}`;
+    const s = await sink(db, { assembler });
+    await s.append(tx(id, 1, [[a, 'InvoiceIssued']]));
+
+    const other = KurrentDBClient.connectionString(db.connectionString);
+    cleanups.push(() => other.dispose());
+    await other.appendToStream(a, jsonEvent({ type: 'SomethingElse', data: { by: 'someone else' } }));
+
+    // Cached revision 0, actual 1: the receipt at the tail is not ours.
+    const error = await s.append(tx(id, 2, [[a, 'InvoicePaid']])).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StreamConflictError);
+    const conflict = error as StreamConflictError;
+    expect(conflict.code).toBe('SINK_STREAM_CONFLICT');
+    expect(conflict.details).toMatchObject({ stream: a, expected: '0', actual: '1', reason: 'foreign-tail', theirs: null, tailEvent: { type: 'SomethingElse', revision: '1' } });
+    expect(conflict.details.ours).toMatchObject({ 'receipt.commitLsn': tx(id, 2, []).position.commitLsn, 'receipt.ordinal': '0' });
+    expect(conflict.message).toContain(a);
+    expect(conflict.message).toContain('expected revision 0, found revision 1');
+    expect(ids(db, a)).toHaveLength(2);
+
+    // A new instance sees the foreign tail on first touch.
+    const fresh = await sink(db, { assembler });
+    const onFirstTouch = (await fresh.append(tx(id, 2, [[a, 'InvoicePaid']])).catch((e: unknown) => e)) as StreamConflictError;
+    expect(onFirstTouch).toMatchObject({ code: 'SINK_STREAM_CONFLICT', details: { stream: a, reason: 'foreign-tail', actual: '1' } });
+    expect(onFirstTouch.message).toContain(`expected a tail written by assembler "${assembler}", found revision 1`);
+
+    // Another assembler's receipts are foreign too.
+    const intruder = await sink(db, { assembler: `other_${id}` });
+    const b = `customer-${id}-1`;
+    await intruder.append(tx(id, 5, [[b, 'CustomerBilled']]));
+    await expect(fresh.append(tx(id, 6, [[b, 'CustomerCredited']]))).rejects.toMatchObject({
+      code: 'SINK_STREAM_CONFLICT',
+      details: { stream: b, reason: 'foreign-tail', theirs: { 'receipt.assembler': `other_${id}` } },
+    });
+  });
+
+  it('on a wrong expected version, re-reads the tail: continues after its own landed events, stops on unexplained ones', async () => {
+    const db = await server({ features });
+    const id = unique();
+    const a = `invoice-${id}-1`;
+    const assembler = `asm_${id}`;
+    const big = (n: number) => ({ n, text: 'z'.repeat(800) });
+    const tx1 = tx(id, 1, [[a, 'InvoiceIssued']]);
+    const tx2 = tx(id, 2, [
+      [a, 'InvoiceLineAdded', big(1)],
+      [a, 'InvoiceLineAdded', big(2)],
+    ]);
+    const tx3 = tx(id, 3, [[a, 'InvoicePaid']]);
+
+    const one = await sink(db, { assembler });
+    await one.append(tx1);
+    const logs: LogLine[] = [];
+    const two = await sink(db, { assembler }, logs);
+    expect(await two.append(tx1)).toMatchObject({ skipped: 1 }); // `two` now caches revision 0
+
+    // Another instance writes the first half of tx2 (split by a small max append size) and dies.
+    let sent = 0;
+    const dying = await sink(db, {
+      assembler,
+      maxAppendSize: 1_500,
+      hooks: {
+        beforeAppend: () => {
+          sent += 1;
+          if (sent === 2) throw new Error('simulated crash');
+        },
+      },
+    });
+    await expect(dying.append(tx2)).rejects.toThrow('simulated crash');
+    expect(ids(db, a)).toHaveLength(2);
+
+    // `two` sends all of tx2 at revision 0: the server sees a half-matching retry and answers
+    // wrong-expected-version; the tail's receipt (tx2, ordinal 0) explains it.
+    expect(await two.append(tx2)).toMatchObject({ appended: 1, skipped: 1 });
+    expect(logs.some((line) => line.message.includes('earlier attempt had landed'))).toBe(true);
+    expect(ids(db, a)).toEqual([tx1.events[0]!.id, ...tx2.events.map((e) => e.id)]);
+
+    // `one` still caches revision 0 and tries tx3 there: the tail (tx2) is ours but does not
+    // contain tx3 — another instance of this assembler is writing. Stop.
+    const error = (await one.append(tx3).catch((e: unknown) => e)) as StreamConflictError;
+    expect(error).toBeInstanceOf(StreamConflictError);
+    expect(error.details).toMatchObject({
+      stream: a,
+      expected: '0',
+      actual: '2',
+      reason: 'unexplained-revision',
+      ours: { 'receipt.commitLsn': tx3.position.commitLsn },
+      theirs: { 'receipt.commitLsn': tx2.position.commitLsn, 'receipt.ordinal': '1' },
+    });
+    expect(ids(db, a)).toHaveLength(3);
+  });
+
+  it('rejects an oversized event naming stream, type, size and limit, and writes nothing of the unit', async () => {
+    const db = await server({ features, maxAppendSize: 4_000 });
+    const id = unique();
+    const a = `invoice-${id}-1`;
+    const b = `document-${id}-1`;
+    const s = await sink(db, { assembler: `asm_${id}`, maxAppendSize: 4_000 });
+    const error = await s
+      .append(
+        tx(id, 1, [
+          [a, 'InvoiceIssued'],
+          [b, 'DocumentAttached', { blob: 'x'.repeat(5_000) }],
+        ]),
+      )
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OversizedEventError);
+    const oversized = error as OversizedEventError;
+    expect(oversized.code).toBe('SINK_EVENT_OVERSIZED');
+    expect(oversized.details).toMatchObject({ stream: b, type: 'DocumentAttached', limit: 4_000 });
+    expect(oversized.details.size).toBeGreaterThan(5_000);
+    expect(oversized.message).toMatch(new RegExp(`DocumentAttached.*${b}.*\\d+ bytes.*4000 bytes`));
+    expect(db.streamNames().filter((name) => name.includes(id))).toEqual([]);
+  });
+
+  it('splits one stream\'s share of a transaction across appends under the max append size, and resumes between parts', async () => {
+    const db = await server({ features, maxAppendSize: 3_000 });
+    const id = unique();
+    const a = `invoice-${id}-1`;
+    const assembler = `asm_${id}`;
+    const lines = Array.from({ length: 10 }, (_, i) => [a, 'InvoiceLineAdded', { line: i, text: 'y'.repeat(600) }] as const);
+    const batch = tx(id, 1, lines);
+    let appends = 0;
+    const crashing = await sink(db, {
+      assembler,
+      maxAppendSize: 3_000,
+      hooks: {
+        beforeAppend: () => {
+          appends += 1;
+          if (appends === 3) throw new Error('simulated crash between parts');
+        },
+      },
+    });
+    await expect(crashing.append(batch)).rejects.toThrow('simulated crash between parts');
+    const written = ids(db, a).length;
+    expect(written).toBeGreaterThan(0);
+    expect(written).toBeLessThan(10);
+    // The receipt at the tail carries the ordinal of the last event written.
+    expect(stored(db, a).at(-1)!.metadata).toMatchObject({ 'receipt.ordinal': String(written - 1), 'receipt.count': '10' });
+    await crashing.close();
+
+    const parts: number[] = [];
+    const resumed = await sink(db, { assembler, maxAppendSize: 3_000, hooks: { beforeAppend: ({ events }) => void parts.push(events) } });
+    const outcome = await resumed.append(batch);
+    expect(outcome).toMatchObject({ appended: 10 - written, skipped: written, checkpoint: 'appended' });
+    expect(parts.length).toBeGreaterThan(1);
+    expect(ids(db, a)).toEqual(batch.events.map((event) => event.id));
+    expect(stored(db, a).map((event) => event.revision)).toEqual(Array.from({ length: 10 }, (_, i) => BigInt(i)));
+    expect(stored(db, a).map((event) => (event.data as { line: number }).line)).toEqual(Array.from({ length: 10 }, (_, i) => i));
+  });
+});
+
+// ---- mode-specific ------------------------------------------------------------------------
+
+describe('KurrentDB sink modes', () => {
+  it('multi-stream: one atomic call carries every stream of the transaction and the checkpoint', async () => {
+    const db = await server();
+    const id = unique();
+    const assembler = `asm_${id}`;
+    const requests: Array<{ streams: readonly string[]; mode: string }> = [];
+    const s = await sink(db, { assembler, retry: { initialDelayMs: 5, maxDelayMs: 5, maxAttempts: 1 }, hooks: { beforeAppend: (r) => void requests.push(r) } });
+    const batch = tx(id, 1, [
+      [`a-${id}`, 'A1'],
+      [`b-${id}`, 'B1'],
+      [`c-${id}`, 'C1'],
+      [`a-${id}`, 'A2'],
+    ]);
+
+    // A failed call leaves nothing anywhere: the server applies it whole or not at all.
+    db.failNextAppends(1);
+    await expect(s.append(batch)).rejects.toMatchObject({ code: 'SINK_RETRIES_EXHAUSTED' });
+    expect(db.streamNames().filter((name) => name.includes(id))).toEqual([]);
+
+    await s.append(batch);
+    expect(requests.at(-1)).toEqual({ streams: [`a-${id}`, `b-${id}`, `c-${id}`, checkpointStreamName(assembler)], events: 5, mode: 'multi-stream' });
+    expect(ids(db, `a-${id}`)).toHaveLength(2);
+    expect(ids(db, checkpointStreamName(assembler))).toHaveLength(1);
+  });
+
+  it('per-stream: streams in order of first appearance, the checkpoint stream last', async () => {
+    const db = await server({ features: { multiStreamAppend: false, batchAppend: false } });
+    const id = unique();
+    const assembler = `asm_${id}`;
+    const order: string[] = [];
+    const logs: LogLine[] = [];
+    const s = await sink(db, { assembler, hooks: { beforeAppend: ({ streams }) => void order.push(...streams) } }, logs);
+    expect(s.mode).toBe('per-stream');
+    expect(logs[0]).toMatchObject({ level: 'info', message: 'kurrentdb sink started', fields: { mode: 'per-stream', reason: 'server does not advertise multi-stream append' } });
+    await s.append(
+      tx(id, 1, [
+        [`b-${id}`, 'B1'],
+        [`a-${id}`, 'A1'],
+        [`b-${id}`, 'B2'],
+      ]),
+    );
+    expect(order).toEqual([`b-${id}`, `a-${id}`, checkpointStreamName(assembler)]);
+    // Transaction-boundary metadata from the mapping rides along untouched.
+    expect(stored(db, `b-${id}`).map((e) => [e.metadata['transaction.index'], e.metadata['transaction.count']])).toEqual([
+      ['0', '3'],
+      ['2', '3'],
+    ]);
+  });
+
+  it('mode "multi-stream" refuses to start against a server without it; "per-stream" is honoured against one with it', async () => {
+    const old = await server({ features: { multiStreamAppend: false } });
+    await expect(createKurrentDBSink({ connectionString: old.connectionString, assembler: 'asm', mode: 'multi-stream' })).rejects.toMatchObject({
+      code: 'SINK_MULTI_STREAM_UNSUPPORTED',
+    });
+    const modern = await server();
+    const s = await sink(modern, { assembler: 'asm', mode: 'per-stream' });
+    expect(s.mode).toBe('per-stream');
+  });
+
+  it('checks its options at start-up, naming the field', async () => {
+    await expect(createKurrentDBSink({ connectionString: 'kurrentdb://127.0.0.1:1?tls=false', assembler: 'has space' })).rejects.toMatchObject({
+      code: 'SINK_INVALID_CONFIG',
+      message: expect.stringContaining('assembler:'),
+    });
+    await expect(
+      createKurrentDBSink({ connectionString: 'kurrentdb://127.0.0.1:1?tls=false', assembler: 'ok', maxAppendSize: -1 }),
+    ).rejects.toMatchObject({ code: 'SINK_INVALID_CONFIG', message: expect.stringContaining('maxAppendSize') });
+  });
+
+  it('rejects events the sink cannot carry faithfully', async () => {
+    const db = await server();
+    const id = unique();
+    const s = await sink(db, { assembler: `asm_${id}` });
+    const base = tx(id, 1, [[`a-${id}`, 'A1']]);
+    const event = base.events[0]!;
+    await expect(s.append({ ...base, events: [{ ...event, metadata: { nested: { no: 1 } as unknown as string } }] })).rejects.toMatchObject({
+      code: 'SINK_INVALID_EVENT',
+      details: { key: 'nested' },
+    });
+    await expect(s.append({ ...base, events: [{ ...event, metadata: { 'receipt.ordinal': '9' } }] })).rejects.toMatchObject({ code: 'SINK_INVALID_EVENT' });
+    await expect(s.append({ ...base, events: [event, event] })).rejects.toMatchObject({ code: 'SINK_INVALID_EVENT' });
+    await expect(s.append({ ...base, events: [{ ...event, id: 'not-a-uuid' }] })).rejects.toBeInstanceOf(SinkError);
+    expect(await s.append({ ...base, events: [] })).toMatchObject({ appended: 0, skipped: 0, checkpoint: 'none' });
+    expect(db.streamNames().filter((name) => name.includes(id))).toEqual([]);
+  });
+});
