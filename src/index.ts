@@ -50,3 +50,4 @@ export type * from './source/pgoutput/messages.js';
 export { createRelationRegistry, type RelationRegistry } from './source/relations.js';
 export { ValueDecodeError } from './source/values.js';
 export * from './sink/index.js';
+export * from './source/snapshot/index.js';

@@ -1,9 +1,10 @@
 import type { Command } from 'commander';
 import { register as registerSetup } from './setup.js';
 import { register as registerContracts } from './contracts.js';
+import { register as registerSnapshot } from './snapshot.js';
 
 /** Each subcommand module exports `register(program)`; add new ones to this list. */
-const registrations: Array<(program: Command) => void> = [registerSetup, registerContracts];
+const registrations: Array<(program: Command) => void> = [registerSetup, registerContracts, registerSnapshot];
 
 export function registerCommands(program: Command): void {
   for (const register of registrations) register(program);

@@ -1,0 +1,25 @@
+/**
+ * Snapshots: existing rows as `read` records, without gap or overlap with the change stream.
+ * See docs/snapshots.md.
+ */
+export {
+  createSlotWithSnapshot, readInitialSnapshot, runInitialSnapshot, snapshotRecords, openSnapshotConnection,
+  type CreateSlotWithSnapshotOptions, type InitialSnapshotResult, type RunInitialSnapshotOptions, type ExportedSnapshotSlot, type ReadSnapshotOptions, type SnapshotBatch, type SnapshotReadMethod,
+} from './initial.js';
+export { createIncrementalSnapshot, type IncrementalSnapshot, type IncrementalSnapshotOptions } from './incremental.js';
+export {
+  createWatermarkWindow, decodeWatermark, encodeWatermark, invisibleTo, WATERMARK_PREFIX,
+  type ChunkRow, type ChunkSnapshot, type ChunkSummary, type SnapshotChunk, type Watermark, type WatermarkWindow, type WindowOutput, type WindowTransaction,
+} from './watermark-window.js';
+export {
+  createFileProgressStore, createMemoryProgressStore, isSnapshotFinished, newSnapshotProgress, parseSnapshotProgress, updateTable,
+  type SnapshotKind, type SnapshotProgress, type SnapshotProgressStore, type TableProgress, type TableStatus,
+} from './progress.js';
+export {
+  decideSnapshot, nextGeneration, unservableReason, SNAPSHOT_MODES,
+  type SlotState, type SnapshotAction, type SnapshotDecision, type SnapshotDecisionInput, type SnapshotMode,
+} from './modes.js';
+export { createProgressReporter, formatProgressLine, formatProgressRecord, formatCount, formatDuration, type ProgressReporter } from './reporter.js';
+export { adHocSnapshotProgress } from './ad-hoc.js';
+export { SnapshotError, type KeyText } from './catalog.js';
+export { createReplayModel, type ReplayModel } from './replay.js';
