@@ -36,7 +36,7 @@ export function uuidv5(name: string, namespace: string): string {
 /** Identifying parts of an event mapped from a committed source transaction. */
 export interface ChangeEventIdParts {
   readonly assembler: string;
-  /** Which database and slot, e.g. `<systemId>:<slot>`. */
+  /** The source system: PostgreSQL's system identifier (see `MapContext.sourceIdentity`). */
   readonly sourceIdentity: string;
   readonly commitLsn: string;
   /** Not unique on its own (xids wrap): always paired with the commit LSN. */

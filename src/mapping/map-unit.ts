@@ -16,7 +16,11 @@ import { createTransactionView } from './transaction-view.js';
 export interface MapContext {
   /** The assembler's name (configuration), e.g. `invoicing`. */
   readonly assembler: string;
-  /** The source database and slot, e.g. `<systemId>:<slot>`. */
+  /**
+   * The source system: PostgreSQL's system identifier (IDENTIFY_SYSTEM), which the pipeline
+   * passes. Not the slot: the same history read through another slot (a replay) or through a
+   * failover slot on a promoted standby (same system identifier) must give the same ids.
+   */
   readonly sourceIdentity: string;
 }
 

@@ -173,13 +173,13 @@ export interface MapperSpecWhen {
 }
 
 export interface MapperSpec {
-  /** The map context (assembler name, source identity). Default `{ assembler: 'test', sourceIdentity: '7000000000000000001:event_assembler' }`. */
+  /** The map context (assembler name, source identity). Default `{ assembler: 'test', sourceIdentity: '7000000000000000001' }`. */
   given(context: Partial<MapContext>): MapperSpec;
   /** A source unit, or the changes of one transaction (wrapped with `transaction()`'s defaults). */
   when(input: SourceUnit | readonly Change[]): MapperSpecWhen;
 }
 
-const DEFAULT_CONTEXT: MapContext = { assembler: 'test', sourceIdentity: '7000000000000000001:event_assembler' };
+const DEFAULT_CONTEXT: MapContext = { assembler: 'test', sourceIdentity: '7000000000000000001' };
 
 function project(event: EventToAppend, expected: ExpectedEvent | undefined): ExpectedEvent {
   const base = { stream: event.stream, type: event.type, version: event.version, data: event.data };

@@ -158,7 +158,7 @@ describe('invoice import (snapshot)', () => {
 
 describe('all invoicing mappers together', () => {
   it('one transaction that pays an invoice: every event shares the transaction identity and count', () => {
-    const context = { assembler: 'invoicing', sourceIdentity: '7000000000000000001:event_assembler' };
+    const context = { assembler: 'invoicing', sourceIdentity: '7000000000000000001' };
     const unit = transaction([
       insert('public.customer', { id: 'c2', name: 'Grace', email: 'g@example.com', country: 'US' }),
       insert('public.invoice', { ...draft, id: 'inv_2', customer_id: 'c2' }),
@@ -171,6 +171,6 @@ describe('all invoicing mappers together', () => {
       'InvoiceDrafted@1 invoice-inv_2 1/3',
       'InvoicePaid@1 invoice-inv_1 2/3',
     ]);
-    expect(new Set(events.map((e) => e.metadata['$correlationId']))).toEqual(new Set(['7000000000000000001:event_assembler:0/16B3748:1000']));
+    expect(new Set(events.map((e) => e.metadata['$correlationId']))).toEqual(new Set(['7000000000000000001:0/16B3748:1000']));
   });
 });

@@ -11,7 +11,7 @@ import {
 import { del, insert, snapshotRecord, transaction, update } from '../../src/testing/mapper-kit.js';
 import { mappers } from '../../examples/invoicing/index.js';
 
-const context = { assembler: 'invoicing', sourceIdentity: '7000000000000000001:event_assembler' };
+const context = { assembler: 'invoicing', sourceIdentity: '7000000000000000001' };
 const EMAIL = 'ada@example.com';
 const CARD = '4111111111111111';
 

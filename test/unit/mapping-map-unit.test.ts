@@ -11,7 +11,7 @@ import {
 } from '../../src/mapping/index.js';
 import { insert, snapshotRecord, transaction, update } from '../../src/testing/mapper-kit.js';
 
-const context = { assembler: 'invoicing', sourceIdentity: '7000000000000000001:event_assembler' };
+const context = { assembler: 'invoicing', sourceIdentity: '7000000000000000001' };
 
 const drafts = defineMapper({
   name: 'drafts',
@@ -61,7 +61,7 @@ describe('mapUnit: events and metadata', () => {
       origin: 'change',
       'source.tables': 'public.invoice',
       'source.operations': 'insert',
-      '$correlationId': '7000000000000000001:event_assembler:0/16B3748:744',
+      '$correlationId': '7000000000000000001:0/16B3748:744',
       mapper: 'drafts',
       assembler: 'invoicing',
       'entity.type': 'invoice',
@@ -115,7 +115,7 @@ describe('mapUnit: events and metadata', () => {
     expect(metadata['snapshot.generation']).toBe('g2');
     expect(metadata['source.operations']).toBe('read');
     expect(metadata['source.commitLsn']).toBeUndefined();
-    expect(metadata['$correlationId']).toMatch(/^7000000000000000001:event_assembler:snapshot:g2:public\.invoice:[0-9a-f-]{36}$/);
+    expect(metadata['$correlationId']).toMatch(/^7000000000000000001:snapshot:g2:public\.invoice:[0-9a-f-]{36}$/);
   });
 
   it('rejects duplicate mapper names and an empty context', () => {
