@@ -51,3 +51,17 @@ export { createRelationRegistry, type RelationRegistry } from './source/relation
 export { ValueDecodeError } from './source/values.js';
 export * from './sink/index.js';
 export * from './source/snapshot/index.js';
+export * from './config/index.js';
+export {
+  createAssembler,
+  createLogger,
+  silentLogger,
+  RebuildNeededError,
+  ContractViolationHaltError,
+  type Assembler,
+  type AssemblerDeps,
+  type AssemblerStatus,
+  type RunSummary,
+  type Logger,
+  type LogFormat,
+} from './pipeline/index.js';

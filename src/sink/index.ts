@@ -107,6 +107,11 @@ export interface Sink {
    * Calls are applied one at a time, in call order.
    */
   append(batch: SinkBatch): Promise<AppendOutcome>;
+  /**
+   * Drops what is cached about these streams (revision, receipt); the next append re-reads their
+   * tails. For a pipeline that writes one stream through several sinks, one at a time.
+   */
+  forget?(streams: readonly string[]): void;
   close(): Promise<void>;
 }
 

@@ -731,6 +731,9 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       queue = run.catch(() => undefined);
       return run;
     },
+    forget(names: readonly string[]): void {
+      for (const name of names) streams.delete(name);
+    },
     status(): SinkStatus {
       return {
         mode,

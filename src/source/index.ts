@@ -134,6 +134,12 @@ export interface PostgresSourceOptions {
   readonly backoff?: Partial<{ initialMs: number; maxMs: number; multiplier: number; jitter: number; maxAttempts: number }>;
   /** Non-transactional logical messages (`pg_logical_emit_message(false, …)`), as they arrive. Default: ignored. */
   readonly onMessage?: (message: MessageChange, walStart: Lsn) => void;
+  /**
+   * While idle (nothing in flight) the source acknowledges keepalive positions so the slot does
+   * not pin WAL; this caps that position, e.g. at what the pipeline has recorded in its
+   * checkpoint stream, so the slot never gets ahead of the destination's record. Default: no cap.
+   */
+  readonly idleAcknowledgeLimit?: () => Lsn | null;
   /** Told about each lost connection and the delay before the next attempt. Default: none. */
   readonly onReconnect?: (error: Error, delayMs: number, attempt: number) => void;
 }
@@ -350,6 +356,10 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
     },
     isIdle() {
       return pending === 0 && inFlight.length === 0 && buffer.openTransactions === 0;
+    },
+    idleLimit() {
+      const limit = options.idleAcknowledgeLimit?.() ?? null;
+      return limit === null ? null : parseLsn(limit);
     },
     onDisconnect(error, delayMs, attempt) {
       lastError = error;

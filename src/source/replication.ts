@@ -88,6 +88,8 @@ export interface ReplicationStreamOptions {
   onMessage(message: PgoutputMessage, walStart: Lsn, size: number): void;
   /** True when every received transaction is acknowledged and none is open: keepalive positions may then be acknowledged. */
   isIdle(): boolean;
+  /** Caps the keepalive position acknowledged while idle (downstream records it first). Default: no cap. */
+  idleLimit?(): bigint | null;
   /** A connection was lost (or could not be made) and a reconnect is scheduled after `delayMs`. */
   onDisconnect?(error: Error, delayMs: number, attempt: number): void;
   /** A fatal error: the stream stopped and will not reconnect. */
@@ -235,9 +237,15 @@ export function createReplicationStream(options: ReplicationStreamOptions): Repl
       if (walEnd > received) received = walEnd;
       // Nothing in flight: everything up to walEnd was either delivered and acknowledged or
       // filtered out by the publication, so acknowledging it lets the server recycle WAL.
+      let idleTarget = -1n;
       if (walEnd > durable && options.isIdle()) {
-        durable = walEnd;
+        const cap = options.idleLimit?.() ?? null;
+        idleTarget = cap !== null && cap < walEnd ? cap : walEnd;
+      }
+      if (idleTarget > durable) {
+        durable = idleTarget;
         sendStatus();
+        if (replyRequested && walEnd > durable) noteUnanswerablePing(walEnd);
       } else if (replyRequested) {
         sendStatus();
         if (walEnd > durable) noteUnanswerablePing(walEnd);

@@ -26,3 +26,14 @@ export {
   type TransactionOptions,
 } from './mapper-kit.js';
 export * from './kurrentdb/index.js';
+export {
+  verifyDestination,
+  createReferenceSlot,
+  dropReferenceSlot,
+  formatDestinationReport,
+  compareEvents,
+  type VerifyDestinationOptions,
+  type DestinationReport,
+  type ExpectedEvent as ExpectedDestinationEvent,
+  type EventRef,
+} from './verify-destination.js';

@@ -2,9 +2,11 @@ import type { Command } from 'commander';
 import { register as registerSetup } from './setup.js';
 import { register as registerContracts } from './contracts.js';
 import { register as registerSnapshot } from './snapshot.js';
+import { register as registerRun } from './run.js';
+import { register as registerDemo } from './demo.js';
 
 /** Each subcommand module exports `register(program)`; add new ones to this list. */
-const registrations: Array<(program: Command) => void> = [registerSetup, registerContracts, registerSnapshot];
+const registrations: Array<(program: Command) => void> = [registerSetup, registerContracts, registerSnapshot, registerRun, registerDemo];
 
 export function registerCommands(program: Command): void {
   for (const register of registrations) register(program);

@@ -1,0 +1,122 @@
+/**
+ * Loads a configuration module (`.ts`, `.mts`, `.js`, `.mjs`): its default export (or an export
+ * named `config`) is the {@link AssemblerConfig}. TypeScript goes through tsx's ESM API, so no
+ * build step is needed. A module that fails to load is reported with its file and line.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { dirname, extname, resolve } from 'node:path';
+import { pathToFileURL, fileURLToPath } from 'node:url';
+import { EventAssemblerError } from '../errors.js';
+import { parseConfig, type AssemblerConfig, type ResolvedConfig } from './schema.js';
+
+/** The configuration module could not be loaded; `file` and (when known) `line`/`column` say where. */
+export class ConfigLoadError extends EventAssemblerError {
+  declare readonly code: 'CONFIG_LOAD_FAILED';
+  declare readonly details: { readonly file: string; readonly line: number | null; readonly column: number | null; readonly reason: string };
+  readonly file: string;
+  readonly line: number | null;
+  constructor(file: string, line: number | null, column: number | null, reason: string, cause?: unknown) {
+    const where = line === null ? file : `${file}:${line}${column === null ? '' : `:${column}`}`;
+    super('CONFIG_LOAD_FAILED', `could not load the configuration module ${where}: ${reason}`, { file, line, column, reason }, { cause });
+    this.file = file;
+    this.line = line;
+  }
+}
+
+const EXTENSIONS = new Set(['.ts', '.mts', '.cts', '.js', '.mjs', '.cjs']);
+
+function toPath(location: string): string {
+  // Vite (vitest) prefixes absolute paths outside the project with /@fs.
+  if (location.startsWith('/@fs/')) return location.slice(4);
+  // tsx marks its module instances with a query (`?tsx-namespace=…`).
+  location = location.replace(/\?[^/]*$/, '');
+  if (location.startsWith('file://')) {
+    try {
+      return fileURLToPath(location);
+    } catch {
+      return location;
+    }
+  }
+  return location;
+}
+
+/**
+ * Finds where in `files` a load error points: esbuild's `file:line:col: ERROR: …`, Node's
+ * syntax-error header `file:///…:line`, or the first stack frame inside one of the files.
+ */
+export function locateLoadError(error: unknown, file: string): { file: string; line: number | null; column: number | null; reason: string } {
+  const err = error instanceof Error ? error : new Error(String(error));
+  const text = `${err.message}\n${err.stack ?? ''}`;
+  const reasonOf = (fallback: string): string => {
+    const esbuild = /ERROR: (.+)/.exec(err.message);
+    return (esbuild?.[1] ?? fallback).trim();
+  };
+  const firstLine = (s: string): string => s.split('\n').find((l) => l.trim() !== '' && !/^Transform failed/.test(l)) ?? s;
+  // esbuild (tsx): "/abs/path/file.ts:3:14: ERROR: Expected ..."
+  for (const m of text.matchAll(/((?:file:\/\/)?\/[^\s:]+\.[cm]?[jt]s):(\d+):(\d+): ERROR: (.+)/g)) {
+    return { file: toPath(m[1]!), line: Number(m[2]), column: Number(m[3]) + 1, reason: m[4]!.trim() };
+  }
+  // Node's SyntaxError for ESM: the stack starts with "file:///abs/file.mjs:3"
+  const header = /^((?:file:\/\/)?\/[^\s:]+):(\d+)\s*$/m.exec(err.stack ?? '');
+  if (header && err.name === 'SyntaxError') {
+    return { file: toPath(header[1]!), line: Number(header[2]), column: null, reason: `${err.name}: ${err.message}` };
+  }
+  // Node reports no location for an ES module's syntax error; `node --check` does.
+  // (Under other loaders, e.g. vitest's, the error may not even be a SyntaxError: check any JS file.)
+  if (/\.[cm]?js$/.test(file)) {
+    const check = spawnSync(process.execPath, ['--check', file], { encoding: 'utf8', timeout: 10_000 });
+    const at = /^(.+):(\d+)\s*$/m.exec(check.stderr ?? '');
+    const syntax = /^SyntaxError: (.+)$/m.exec(check.stderr ?? '');
+    if (check.status !== 0 && at && syntax) return { file: toPath(at[1]!), line: Number(at[2]), column: null, reason: `SyntaxError: ${syntax[1]!}` };
+  }
+  // Runtime errors: the first frame in the config file, else in any user file (not node_modules / internals).
+  const frames = [...(err.stack ?? '').matchAll(/(?:\(|at )((?:file:\/\/)?\/[^\s()]+?):(\d+):(\d+)\)?$/gm)].map((m) => ({ file: toPath(m[1]!), line: Number(m[2]), column: Number(m[3]) }));
+  const inConfig = frames.find((f) => f.file === file);
+  const self = fileURLToPath(import.meta.url).replace(/\.[jt]s$/, '');
+  const inUser = frames.find((f) => !f.file.includes('/node_modules/') && !f.file.startsWith('node:') && !f.file.startsWith(self) && !f.file.includes('/src/config/'));
+  const frame = inConfig ?? inUser;
+  if (frame) return { ...frame, reason: reasonOf(`${err.name}: ${firstLine(err.message)}`) };
+  // tsx compiles a module of a non-ESM package to CommonJS in a data: URL (no usable line).
+  const dataUrl = /filePath=([^\s?:)]+)/.exec(err.stack ?? '');
+  const where = dataUrl ? toPath(decodeURIComponent(dataUrl[1]!)) : file;
+  return { file: where, line: null, column: null, reason: reasonOf(`${err.name}: ${firstLine(err.message)}`) };
+}
+
+/** Imports the module and returns its raw (unvalidated) configuration. */
+export async function importConfigModule(file: string): Promise<{ file: string; config: AssemblerConfig }> {
+  const path = resolve(process.cwd(), file);
+  if (!existsSync(path)) {
+    throw new ConfigLoadError(path, null, null, 'the file does not exist (the path is resolved against the working directory)');
+  }
+  const ext = extname(path);
+  if (!EXTENSIONS.has(ext)) throw new ConfigLoadError(path, null, null, `unsupported extension "${ext}"; use .ts, .mts, .js or .mjs`);
+  const url = pathToFileURL(path).href;
+  let mod: Record<string, unknown>;
+  // Stack traces of TypeScript modules then point at the original lines (tsx emits source maps).
+  process.setSourceMapsEnabled(true);
+  try {
+    if (ext === '.ts' || ext === '.mts' || ext === '.cts') {
+      const { tsImport } = await import('tsx/esm/api');
+      mod = (await tsImport(url, import.meta.url)) as Record<string, unknown>;
+    } else {
+      mod = (await import(url)) as Record<string, unknown>;
+    }
+  } catch (error) {
+    const where = locateLoadError(error, path);
+    throw new ConfigLoadError(where.file, where.line, where.column, where.reason, error);
+  }
+  let config = mod['default'] ?? mod['config'];
+  // tsx may wrap a CommonJS-compiled module: { default: { default: config } }
+  if (config && typeof config === 'object' && 'default' in config && !('name' in config)) config = (config as { default: unknown }).default;
+  if (config === undefined) {
+    throw new ConfigLoadError(path, null, null, 'the module has no default export; write `export default defineConfig({ ... })`');
+  }
+  return { file: path, config: config as AssemblerConfig };
+}
+
+/** Loads and validates a configuration module. Throws {@link ConfigLoadError} or `ConfigError`. */
+export async function loadConfig(file: string): Promise<ResolvedConfig> {
+  const { file: path, config } = await importConfigModule(file);
+  return parseConfig(config, { baseDir: dirname(path) });
+}

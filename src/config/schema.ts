@@ -1,0 +1,378 @@
+/**
+ * The configuration schema. Defaults live next to each field, in its doc comment; `parseConfig`
+ * is the only place that applies them. Every error names the field (dotted path) and the fix.
+ */
+import { existsSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import { z } from 'zod';
+import { EventAssemblerError } from '../errors.js';
+import { mapperRequirements, type AnyMapper } from '../mapping/index.js';
+import type { PostgresSourceTable } from '../source/index.js';
+import { createRedactor, type Redactor } from './redact.js';
+
+/**
+ * A secret-bearing value: a literal, `env:VARIABLE` (read from the environment at start-up), or
+ * a function returning the value (e.g. `() => process.env.CAPTURE_URL`). Secrets are never
+ * logged: passwords are masked in every log line and error.
+ */
+export type SecretValue = string | (() => string | undefined);
+
+export interface SourceConfig {
+  /**
+   * Connection of the capture role (LOGIN REPLICATION + SELECT on the captured tables), e.g.
+   * `env:CAPTURE_DATABASE_URL`. Required.
+   */
+  readonly connection: SecretValue;
+  /** Logical replication slot (pgoutput), created by `event-assembler setup`. Required. */
+  readonly slot: string;
+  /** Publication name(s); together they must contain exactly the captured tables. Required. */
+  readonly publication: string | readonly string[];
+  /**
+   * Captured tables. Default: every table the mappers declare, with `needsOldValues` and
+   * `requiredColumns` from `mapperRequirements(mappers)`.
+   */
+  readonly tables?: readonly (string | PostgresSourceTable)[];
+  /** Standby status update period (must be well below `wal_sender_timeout`). Default: 10 000 ms. */
+  readonly statusIntervalMs?: number;
+  /** Directory for spill files of large transactions. Default: the OS temp directory. */
+  readonly spillDir?: string;
+}
+
+export interface DestinationConfig {
+  /** KurrentDB connection string, e.g. `env:KURRENTDB_URL` or `kurrentdb://localhost:2113?tls=false`. Required. */
+  readonly connectionString: SecretValue;
+  /**
+   * `auto` uses multi-stream append (one source transaction lands atomically) where the server
+   * serves it (KurrentDB 25.1+), else per-stream appends; `multi-stream` refuses to start without it.
+   * Default: `auto`.
+   */
+  readonly mode?: 'auto' | 'multi-stream' | 'per-stream';
+  /** The server's `MaxAppendSize` in bytes. Default: 1 048 576. */
+  readonly maxAppendSize?: number;
+  /** Longest wait for one append before it is retried. Default: 30 000 ms. */
+  readonly timeoutMs?: number;
+  /** Backoff while the destination is unavailable. Default: 100 ms doubling to 5 000 ms, unlimited attempts. */
+  readonly retry?: { readonly initialDelayMs?: number; readonly maxDelayMs?: number; readonly maxAttempts?: number };
+}
+
+export interface ContractsConfig {
+  /** Directory of JSON Schema contracts (`<Type>.v<N>.schema.json`), relative to the working directory. Required. */
+  readonly dir: string;
+}
+
+export interface SnapshotConfig {
+  /**
+   * What to do with rows that existed before the slot: `never` streams changes only.
+   * `initial`, `when_needed` and `initial_only` arrive with the snapshot issue.
+   * Default: `never`.
+   */
+  readonly mode?: 'initial' | 'never' | 'when_needed' | 'initial_only';
+  /** Rows per snapshot chunk. Default: 1024. */
+  readonly chunkSize?: number;
+  /** Tables snapshotted at once. Default: 1. */
+  readonly parallelism?: number;
+}
+
+export interface FailurePolicyConfig {
+  /**
+   * An event that violates its contract: `halt` stops the line with a diagnosis (the slot is not
+   * acknowledged past it); `park` appends a `ContractViolation` failed record to
+   * `event-assembler.failed-<name>` instead of the event and goes on. Mapper errors follow each
+   * mapper's own `onError`. Default: `halt`.
+   */
+  readonly contractViolation?: 'halt' | 'park';
+}
+
+export interface LimitsConfig {
+  /** Transactions received and not yet durable before reading pauses (backpressure). Default: 1000. */
+  readonly maxInFlightTransactions?: number;
+  /** pgoutput bytes received and not yet durable before reading pauses. Default: 64 MiB. */
+  readonly maxInFlightBytes?: number;
+  /** Decoded changes held in memory before a large transaction spills to disk. Default: 64 MiB. */
+  readonly memoryLimitBytes?: number;
+  /**
+   * Append lanes: streams are spread over this many KurrentDB appenders by a hash of the stream
+   * name; each lane keeps its streams in order, lanes run concurrently. A transaction whose
+   * streams fall in several lanes waits for all of them (and stays one atomic append). Default: 4.
+   */
+  readonly maxConcurrentStreams?: number;
+}
+
+export interface AssemblerConfig {
+  /**
+   * The assembler's name: part of every event id, stamped in receipts, and names the
+   * checkpoint stream (`event-assembler.checkpoint-<name>`) and the failed-records stream
+   * (`event-assembler.failed-<name>`). Letters, digits, `_`, `.`, `-`. Required.
+   */
+  readonly name: string;
+  readonly source: SourceConfig;
+  readonly destination: DestinationConfig;
+  /** The mappers, in the order they run on each transaction. Required (at least one). */
+  readonly mappers: readonly AnyMapper[];
+  readonly contracts: ContractsConfig;
+  /** Default: `{ mode: 'never' }`. */
+  readonly snapshot?: SnapshotConfig;
+  /** Default: `{ contractViolation: 'halt' }`. */
+  readonly failurePolicy?: FailurePolicyConfig;
+  /** Defaults: see each field. */
+  readonly limits?: LimitsConfig;
+}
+
+/** Only types the configuration (so an editor can complete it); validation happens in `parseConfig`. */
+export function defineConfig<const C extends AssemblerConfig>(config: C): C {
+  return config;
+}
+
+/** The configuration after validation: secrets resolved, defaults filled in. */
+export interface ResolvedConfig {
+  readonly name: string;
+  readonly source: {
+    readonly connection: string;
+    readonly slot: string;
+    readonly publication: readonly string[];
+    readonly tables: readonly PostgresSourceTable[];
+    readonly statusIntervalMs?: number;
+    readonly spillDir?: string;
+  };
+  readonly destination: {
+    readonly connectionString: string;
+    readonly mode: 'auto' | 'multi-stream' | 'per-stream';
+    readonly maxAppendSize?: number;
+    readonly timeoutMs?: number;
+    readonly retry?: { readonly initialDelayMs?: number; readonly maxDelayMs?: number; readonly maxAttempts?: number };
+  };
+  readonly mappers: readonly AnyMapper[];
+  readonly contracts: { readonly dir: string };
+  readonly snapshot: { readonly mode: 'initial' | 'never' | 'when_needed' | 'initial_only'; readonly chunkSize: number; readonly parallelism: number };
+  readonly failurePolicy: { readonly contractViolation: 'halt' | 'park' };
+  readonly limits: {
+    readonly maxInFlightTransactions: number;
+    readonly maxInFlightBytes: number;
+    readonly memoryLimitBytes: number;
+    readonly maxConcurrentStreams: number;
+  };
+  /** Masks the configuration's secrets in texts, log fields and errors. */
+  readonly redactor: Redactor;
+}
+
+export type ConfigErrorDetails = { readonly field: string; readonly problem: string; readonly fix: string };
+
+/** The configuration is invalid; `field` is the dotted path, the message says what to change. */
+export class ConfigError extends EventAssemblerError {
+  declare readonly code: 'CONFIG_INVALID';
+  declare readonly details: ConfigErrorDetails;
+  readonly field: string;
+  constructor(field: string, problem: string, fix: string) {
+    super('CONFIG_INVALID', `invalid configuration: ${field}: ${problem}${fix ? ` — fix: ${fix}` : ''}`, { field, problem, fix });
+    this.field = field;
+  }
+}
+
+/** Snapshot modes the pipeline runs today. */
+export const SNAPSHOT_MODES_ACCEPTED = ['never'] as const;
+
+const MiB = 1024 * 1024;
+
+const secret = z.union([z.string().min(1), z.custom<() => string | undefined>((v) => typeof v === 'function', 'must be a string or a function returning one')]);
+const positiveInt = z.number().int().positive();
+
+const tableSchema = z.union([
+  z.string().min(1),
+  z.object({ table: z.string().min(1), needsOldValues: z.boolean().optional(), requiredColumns: z.array(z.string().min(1)).optional() }).strict(),
+]);
+
+const mapperSchema = z.custom<AnyMapper>(
+  (v) =>
+    v !== null && typeof v === 'object' && typeof (v as AnyMapper).name === 'string' && typeof (v as AnyMapper).map === 'function' &&
+    typeof (v as AnyMapper).tables === 'object',
+  'must be a mapper made by defineMapper({ name, tables, map })',
+);
+
+const configSchema = z
+  .object({
+    name: z.string().regex(/^[A-Za-z0-9_.-]{1,100}$/, 'must be 1-100 letters, digits, "_", "." or "-"'),
+    source: z
+      .object({
+        connection: secret,
+        slot: z.string().regex(/^[a-z0-9_]{1,63}$/, 'slot names are lower-case letters, digits and _ (at most 63)'),
+        publication: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]),
+        tables: z.array(tableSchema).min(1).optional(),
+        statusIntervalMs: z.number().int().min(100).optional(),
+        spillDir: z.string().min(1).optional(),
+      })
+      .strict(),
+    destination: z
+      .object({
+        connectionString: secret,
+        mode: z.enum(['auto', 'multi-stream', 'per-stream']).default('auto'),
+        maxAppendSize: positiveInt.optional(),
+        timeoutMs: positiveInt.optional(),
+        retry: z.object({ initialDelayMs: positiveInt.optional(), maxDelayMs: positiveInt.optional(), maxAttempts: positiveInt.optional() }).strict().optional(),
+      })
+      .strict(),
+    mappers: z.array(mapperSchema).min(1, 'list at least one mapper'),
+    contracts: z.object({ dir: z.string().min(1) }).strict(),
+    snapshot: z
+      .object({
+        mode: z.enum(['initial', 'never', 'when_needed', 'initial_only']).default('never'),
+        chunkSize: positiveInt.default(1024),
+        parallelism: positiveInt.default(1),
+      })
+      .strict()
+      .default({ mode: 'never', chunkSize: 1024, parallelism: 1 }),
+    failurePolicy: z
+      .object({ contractViolation: z.enum(['halt', 'park']).default('halt') })
+      .strict()
+      .default({ contractViolation: 'halt' }),
+    limits: z
+      .object({
+        maxInFlightTransactions: positiveInt.default(1000),
+        maxInFlightBytes: positiveInt.default(64 * MiB),
+        memoryLimitBytes: positiveInt.default(64 * MiB),
+        maxConcurrentStreams: positiveInt.max(64).default(4),
+      })
+      .strict()
+      .default({ maxInFlightTransactions: 1000, maxInFlightBytes: 64 * MiB, memoryLimitBytes: 64 * MiB, maxConcurrentStreams: 4 }),
+  })
+  .strict();
+
+/** How to fix a field, by its top-level path (the zod message says what is wrong). */
+const FIXES: Record<string, string> = {
+  name: 'set name to the assembler\'s name, e.g. name: \'invoicing\'',
+  'source.connection': 'set source.connection to env:VARIABLE (a postgres:// URL of the capture role in that environment variable)',
+  'source.slot': 'set source.slot to the slot created by `event-assembler setup`',
+  'source.publication': 'set source.publication to the publication created by `event-assembler setup`',
+  'source.tables': 'leave source.tables out to capture every table the mappers declare, or list schema-qualified tables',
+  'destination.connectionString': 'set destination.connectionString to env:VARIABLE holding e.g. kurrentdb://host:2113?tls=false',
+  'destination.mode': "use 'auto' (default), 'multi-stream' or 'per-stream'",
+  mappers: 'import your mappers (each made with defineMapper) and pass them as mappers: [...]',
+  'contracts.dir': 'set contracts.dir to the directory of your JSON Schema contracts, e.g. contracts/invoicing',
+  'snapshot.mode': "use 'never' (initial snapshots arrive with the snapshot issue)",
+  'failurePolicy.contractViolation': "use 'halt' (default) or 'park'",
+  limits: 'use positive integers',
+};
+
+function fixFor(field: string): string {
+  for (let path = field; path; path = path.includes('.') ? path.slice(0, path.lastIndexOf('.')) : '') {
+    const fix = FIXES[path.replace(/\.\d+(?=\.|$)/g, '')];
+    if (fix) return fix;
+  }
+  return 'see the field\'s documentation in AssemblerConfig';
+}
+
+function resolveSecret(value: string | (() => string | undefined), field: string): string {
+  let resolved: string | undefined;
+  if (typeof value === 'function') {
+    try {
+      resolved = value();
+    } catch (error) {
+      throw new ConfigError(field, `the function threw: ${error instanceof Error ? error.message : String(error)}`, 'make it return the value (e.g. () => process.env.MY_URL)');
+    }
+    if (typeof resolved !== 'string' || resolved === '') {
+      throw new ConfigError(field, 'the function returned no value (is the environment variable it reads set?)', 'export the environment variable it reads');
+    }
+    return resolved;
+  }
+  const env = /^env:([A-Za-z_][A-Za-z0-9_]*)$/.exec(value);
+  if (!env) {
+    if (value.startsWith('env:')) throw new ConfigError(field, `"${value}" is not env:VARIABLE_NAME`, 'write env: followed by a variable name, e.g. env:CAPTURE_DATABASE_URL');
+    return value;
+  }
+  const name = env[1]!;
+  resolved = process.env[name];
+  if (resolved === undefined || resolved === '') throw new ConfigError(field, `environment variable ${name} is not set`, `export ${name}=<connection string> before starting`);
+  return resolved;
+}
+
+export interface ParseConfigOptions {
+  /** Extra directory to resolve a relative `contracts.dir` against (the config file's). Default: none. */
+  readonly baseDir?: string;
+}
+
+/** Validates, resolves secrets, applies defaults. Throws {@link ConfigError} naming the first bad field. */
+export function parseConfig(config: AssemblerConfig, options: ParseConfigOptions = {}): ResolvedConfig {
+  if (config === null || typeof config !== 'object') {
+    throw new ConfigError('(config)', `expected an object, got ${config === null ? 'null' : typeof config}`, 'export default defineConfig({ name, source, destination, mappers, contracts })');
+  }
+  const parsed = configSchema.safeParse(config);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const field = issue.path.length ? issue.path.map(String).join('.') : '(config)';
+    let problem = issue.message;
+    if (issue.code === 'unrecognized_keys') problem = `unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
+    let value: unknown = config;
+    for (const key of issue.path) value = value !== null && typeof value === 'object' ? (value as Record<PropertyKey, unknown>)[key as PropertyKey] : undefined;
+    if (value === undefined && issue.code !== 'unrecognized_keys') problem = 'is required';
+    throw new ConfigError(issue.code === 'unrecognized_keys' ? `${field === '(config)' ? '' : `${field}.`}${issue.keys[0]}` : field, problem, issue.code === 'unrecognized_keys' ? 'remove it or check its spelling' : fixFor(field));
+  }
+  const c = parsed.data;
+
+  if (!(SNAPSHOT_MODES_ACCEPTED as readonly string[]).includes(c.snapshot.mode)) {
+    throw new ConfigError('snapshot.mode', `'${c.snapshot.mode}' is not available yet: it arrives with the snapshot issue`, "use 'never' (stream changes only) and snapshot with `event-assembler snapshot` meanwhile");
+  }
+
+  const names = new Set<string>();
+  c.mappers.forEach((m, i) => {
+    if (names.has(m.name)) throw new ConfigError(`mappers.${i}`, `two mappers are named "${m.name}"`, 'give each mapper a unique name (names are part of event ids)');
+    names.add(m.name);
+  });
+
+  const requirements = mapperRequirements(c.mappers);
+  let tables: PostgresSourceTable[];
+  if (c.source.tables) {
+    tables = c.source.tables.map((t, i) => {
+      const entry: PostgresSourceTable = typeof t === 'string' ? { table: t } : t;
+      if (!/^[^.]+\.[^.]+$/.test(entry.table)) throw new ConfigError(`source.tables.${i}`, `"${entry.table}" is not schema-qualified`, `write it as public.${entry.table}`);
+      const req = requirements[entry.table];
+      return {
+        table: entry.table,
+        needsOldValues: entry.needsOldValues ?? req?.needsOldValues ?? false,
+        requiredColumns: entry.requiredColumns ?? req?.columns ?? [],
+      };
+    });
+    const listed = new Set(tables.map((t) => t.table));
+    for (const [table, req] of Object.entries(requirements)) {
+      if (!listed.has(table)) throw new ConfigError('source.tables', `${table} is read by mapper(s) ${req.mappers.join(', ')} but not captured`, `add "${table}" to source.tables, or leave source.tables out`);
+    }
+  } else {
+    tables = Object.entries(requirements).map(([table, req]) => ({ table, needsOldValues: req.needsOldValues, requiredColumns: [...req.columns] }));
+    if (tables.length === 0) throw new ConfigError('mappers', 'the mappers declare no tables', 'declare tables in each mapper (tables: { "public.x": { columns: [...] } })');
+  }
+
+  const connection = resolveSecret(c.source.connection, 'source.connection');
+  const connectionString = resolveSecret(c.destination.connectionString, 'destination.connectionString');
+
+  let dir = c.contracts.dir;
+  if (!isAbsolute(dir)) {
+    const candidates = [resolve(process.cwd(), dir), ...(options.baseDir ? [resolve(options.baseDir, dir)] : [])];
+    dir = candidates.find((d) => existsSync(d)) ?? candidates[0]!;
+    if (!existsSync(dir)) throw new ConfigError('contracts.dir', `directory ${candidates.join(' (or ') + (candidates.length > 1 ? ')' : '')} does not exist`, FIXES['contracts.dir']!);
+  } else if (!existsSync(dir)) {
+    throw new ConfigError('contracts.dir', `directory ${dir} does not exist`, FIXES['contracts.dir']!);
+  }
+
+  return {
+    name: c.name,
+    source: {
+      connection,
+      slot: c.source.slot,
+      publication: typeof c.source.publication === 'string' ? [c.source.publication] : [...c.source.publication],
+      tables,
+      ...(c.source.statusIntervalMs !== undefined ? { statusIntervalMs: c.source.statusIntervalMs } : {}),
+      ...(c.source.spillDir !== undefined ? { spillDir: c.source.spillDir } : {}),
+    },
+    destination: {
+      connectionString,
+      mode: c.destination.mode,
+      ...(c.destination.maxAppendSize !== undefined ? { maxAppendSize: c.destination.maxAppendSize } : {}),
+      ...(c.destination.timeoutMs !== undefined ? { timeoutMs: c.destination.timeoutMs } : {}),
+      ...(c.destination.retry !== undefined ? { retry: c.destination.retry } : {}),
+    },
+    mappers: c.mappers,
+    contracts: { dir },
+    snapshot: c.snapshot,
+    failurePolicy: c.failurePolicy,
+    limits: c.limits,
+    redactor: createRedactor([connection, connectionString]),
+  };
+}

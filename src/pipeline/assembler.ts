@@ -1,0 +1,656 @@
+/**
+ * The running pipeline: source → buffer → mapping → contracts → sink, with the checkpoint
+ * coordinator deciding what the slot may forget. The wiring lives here and only here.
+ *
+ * Per transaction: materialise the changes (spill files released right after), map, validate
+ * every event against its contract, then queue the unit on the append lanes. Mapping runs one
+ * transaction at a time, in commit order; appends of different streams overlap (lanes.ts).
+ * When the contiguous prefix of durable transactions advances, a checkpoint record is appended
+ * to `event-assembler.checkpoint-<name>` and only then is the slot acknowledged — so the slot's
+ * confirmed_flush_lsn is never ahead of the destination's record, which is what the start-up
+ * check relies on to detect that someone else advanced the slot (DESIGN invariant 7).
+ */
+import { BACKWARDS, END, KurrentDBClient } from '@kurrent/kurrentdb-client';
+import pg from 'pg';
+import type { CommittedTransaction } from '../buffer/index.js';
+import { parseConfig, type AssemblerConfig, type ResolvedConfig } from '../config/schema.js';
+import { loadContractRegistry, type ContractRegistry } from '../contracts/index.js';
+import { EventAssemblerError } from '../errors.js';
+import { contractViolationRecord, mapUnit, uuidv5, EVENT_ASSEMBLER_NAMESPACE, type EventToAppend, type FailedRecord } from '../mapping/index.js';
+import { CHECKPOINT_EVENT_TYPE, checkpointStreamName, createKurrentDBSink, type AppendOutcome, type KurrentDBSink, type Sink, type SinkEvent, type SinkMode, type SinkPosition, type SinkStatus } from '../sink/index.js';
+import { createPostgresSource, type PostgresSource, type SourceStatus } from '../source/index.js';
+import { compareLsn, lsnDistance, makeSourcePosition } from '../source/position.js';
+import type { Lsn, SourceTransaction, SourceUnit } from '../source/types.js';
+import { createCheckpointCoordinator } from './checkpoint-coordinator.js';
+import { ContractViolationHaltError, RebuildNeededError } from './errors.js';
+import { createAppendLanes, type AppendLanes } from './lanes.js';
+import { createLogger, type Logger } from './logger.js';
+
+export interface AssemblerDeps {
+  /** Default: JSON lines on stderr. Every line passes the configuration's redactor. */
+  readonly logger?: Logger;
+  /**
+   * Replaces the KurrentDB sinks (e.g. a null sink for benchmarks). Used as the only lane; the
+   * pipeline then writes no checkpoint records and skips the checkpoint-vs-slot start-up check.
+   */
+  readonly sink?: Sink;
+  /** Replaces the PostgreSQL source built from `config.source`. */
+  readonly source?: PostgresSource;
+}
+
+export type AssemblerState = 'new' | 'starting' | 'running' | 'stopping' | 'stopped' | 'failed';
+
+export interface RunSummary {
+  readonly reason: 'stopped' | 'source-ended';
+  readonly transactions: { readonly received: number; readonly appended: number; readonly skipped: number; readonly parked: number };
+  readonly events: { readonly appended: number; readonly replaySkipped: number; readonly byType: Readonly<Record<string, number>> };
+  readonly parked: { readonly mapperFailures: number; readonly contractViolations: number };
+  /** Last position acknowledged to the slot (`null` when none). */
+  readonly acknowledgedLsn: Lsn | null;
+  readonly mode: SinkMode | null;
+  readonly durationMs: number;
+}
+
+export interface AssemblerStatus {
+  readonly name: string;
+  readonly state: AssemblerState;
+  /** Sink mode once started: `multi-stream` (atomic per transaction) or `per-stream`. */
+  readonly mode: SinkMode | null;
+  readonly lanes: number;
+  readonly transactions: {
+    readonly received: number;
+    /** Had events (or failed records) and they are durable. */
+    readonly appended: number;
+    /** No mapper produced anything; still advance the acknowledged position. */
+    readonly skipped: number;
+    /** Received and not yet durable. */
+    readonly inFlight: number;
+  };
+  readonly events: {
+    /** Events written by this run. */
+    readonly appended: number;
+    /** Events found already applied (replays). */
+    readonly replaySkipped: number;
+    /** Durable events (written or found applied) by type. */
+    readonly byType: Readonly<Record<string, number>>;
+  };
+  readonly parked: { readonly mapperFailures: number; readonly contractViolations: number };
+  readonly lag: {
+    /** Highest WAL position received from PostgreSQL. */
+    readonly receivedLsn: Lsn | null;
+    /** End of the contiguous durable prefix. */
+    readonly durableLsn: Lsn | null;
+    /** What the slot was told (after the checkpoint record landed). */
+    readonly acknowledgedLsn: Lsn | null;
+    /** WAL bytes between received and acknowledged. */
+    readonly bytes: number | null;
+    /** Commit time → durable in KurrentDB, last transaction (ms). */
+    readonly commitToAppendMs: number | null;
+    /** Same, averaged over this run (ms). */
+    readonly commitToAppendAvgMs: number | null;
+  };
+  readonly source: SourceStatus | null;
+  readonly sink: SinkStatus | null;
+  readonly lastError: { readonly code: string | null; readonly message: string } | null;
+}
+
+export interface Assembler {
+  /** Runs until `stop()` (resolves with a summary) or a fatal error (rejects with it). */
+  run(): Promise<RunSummary>;
+  /** Graceful: stop reading, drain in-flight appends, acknowledge what is durable, close. */
+  stop(): Promise<void>;
+  status(): AssemblerStatus;
+}
+
+interface TxPayload {
+  readonly tx: SourceTransaction | null;
+  readonly commitLsn: Lsn;
+  readonly xid: number;
+  readonly checkpoint: string;
+  readonly systemId: string;
+}
+
+const IDLE_CHECKPOINT_INTERVAL_MS = 2_000;
+
+/** `stop()` arrived during start-up: skip to the orderly close. */
+class StopBeforeStart extends Error {}
+
+function isResolved(config: AssemblerConfig | ResolvedConfig): config is ResolvedConfig {
+  return typeof (config as ResolvedConfig).redactor === 'object' && Array.isArray((config as ResolvedConfig).source?.tables) && typeof (config as ResolvedConfig).source.connection === 'string';
+}
+
+function errorInfo(error: unknown): { code: string | null; message: string } {
+  return { code: error instanceof EventAssemblerError ? error.code : typeof (error as { code?: unknown })?.code === 'string' ? ((error as { code: string }).code) : null, message: error instanceof Error ? error.message : String(error) };
+}
+
+/** Builds the pipeline from a configuration (validated here: throws `ConfigError` naming the field). */
+export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: AssemblerDeps = {}): Assembler {
+  const config = isResolved(input) ? input : parseConfig(input);
+  const { redactor } = config;
+  const base = deps.logger ?? createLogger();
+  const log: Logger = {
+    info: (m, f) => base.info(redactor.text(m), redactor.fields(f)),
+    warn: (m, f) => base.warn(redactor.text(m), redactor.fields(f)),
+    error: (m, f) => base.error(redactor.text(m), redactor.fields(f)),
+  };
+
+  let state: AssemblerState = 'new';
+  let source: PostgresSource | null = null;
+  let lanes: AppendLanes | null = null;
+  let laneSinks: Sink[] = [];
+  let checkpointSink: KurrentDBSink | null = null;
+  let mode: SinkMode | null = null;
+  let fatal: unknown = null;
+  let stopRequested = false;
+  let wakeStop: (() => void) | null = null;
+  const stopSignal = new Promise<'stop'>((resolve) => {
+    wakeStop = () => resolve('stop');
+  });
+  let runPromise: Promise<RunSummary> | null = null;
+  const startedAt = Date.now();
+
+  const coordinator = createCheckpointCoordinator<TxPayload>();
+  const counts = { received: 0, appended: 0, skipped: 0, parkedTx: 0, eventsAppended: 0, replaySkipped: 0, mapperFailures: 0, contractViolations: 0 };
+  const byType: Record<string, number> = {};
+  let lagLast: number | null = null;
+  let lagSum = 0;
+  let lagN = 0;
+  let acknowledgedLsn: Lsn | null = null;
+  /** Highest position recorded in the checkpoint stream: the slot is never acknowledged beyond it. */
+  let recordedLsn: Lsn | null = null;
+  let checkpointTarget: TxPayload & { endLsn: Lsn } | null = null;
+  let checkpointWriting: Promise<void> | null = null;
+
+  function setFatal(error: unknown): void {
+    if (fatal) return;
+    fatal = redactor.error(error);
+    log.error('assembler: fatal error, stopping', { error: errorInfo(error) });
+    stopRequested = true;
+    wakeStop?.();
+  }
+
+  // ---- checkpoints -------------------------------------------------------------------------
+
+  function checkpointEvent(target: TxPayload & { endLsn: Lsn }, idle: boolean): { position: SinkPosition; events: SinkEvent[] } {
+    const stream = checkpointStreamName(config.name);
+    const position = { kind: 'transaction' as const, checkpoint: target.checkpoint, commitLsn: target.commitLsn, xid: target.xid, systemId: target.systemId };
+    return {
+      position,
+      events: [
+        {
+          id: uuidv5(JSON.stringify(['pipeline-checkpoint', config.name, target.systemId, target.endLsn]), EVENT_ASSEMBLER_NAMESPACE),
+          stream,
+          type: CHECKPOINT_EVENT_TYPE,
+          data: { assembler: config.name, position: { ...position, endLsn: target.endLsn, slot: config.source.slot, ...(idle ? { idle: true } : {}) } },
+          metadata: { contract: `${CHECKPOINT_EVENT_TYPE}@1`, 'source.checkpoint': target.checkpoint, 'source.endLsn': target.endLsn },
+        },
+      ],
+    };
+  }
+
+  function acknowledge(endLsn: Lsn): void {
+    if (!source) return;
+    source.acknowledge(endLsn);
+    acknowledgedLsn = endLsn;
+  }
+
+  /** Writes the newest durable prefix to the checkpoint stream, then acknowledges it; one write at a time. */
+  function pumpCheckpoint(): void {
+    if (checkpointWriting || !checkpointTarget) return;
+    const target = checkpointTarget;
+    checkpointTarget = null;
+    if (!checkpointSink || (recordedLsn !== null && compareLsn(target.endLsn, recordedLsn) <= 0)) {
+      // Nothing to record (a custom sink, or a replay below what is recorded already).
+      acknowledge(target.endLsn);
+      return;
+    }
+    const writing: Promise<void> = checkpointSink
+      .append(checkpointEvent(target, false))
+      .then(
+        () => {
+          if (recordedLsn === null || compareLsn(target.endLsn, recordedLsn) > 0) recordedLsn = target.endLsn;
+          acknowledge(target.endLsn);
+        },
+        (error: unknown) => setFatal(error),
+      )
+      .finally(() => {
+        // Runs in a later microtask, so `checkpointWriting` is already this promise.
+        if (checkpointWriting === writing) checkpointWriting = null;
+        pumpCheckpoint();
+      });
+    checkpointWriting = writing;
+  }
+
+  async function flushCheckpoints(): Promise<void> {
+    for (;;) {
+      pumpCheckpoint();
+      const writing = checkpointWriting;
+      if (!writing) return;
+      await writing;
+    }
+  }
+
+  /** While nothing is in flight, record the received keepalive position so the source may acknowledge it. */
+  async function idleCheckpoint(): Promise<void> {
+    if (!source || !checkpointSink || checkpointWriting || coordinator.pending > 0 || stopRequested) return;
+    const s = source.status();
+    if (s.inFlightTransactions > 0 || s.openTransactions > 0 || !s.systemId || s.timeline === null) return;
+    const received = s.receivedLsn;
+    if (received === '0/0' || (recordedLsn !== null && compareLsn(received, recordedLsn) <= 0)) return;
+    const position = makeSourcePosition({ systemId: s.systemId, timeline: s.timeline, slot: config.source.slot, commitLsn: received, xid: 0 });
+    const writing: Promise<void> = checkpointSink
+      .append(checkpointEvent({ tx: null, commitLsn: received, xid: 0, checkpoint: position.checkpoint, systemId: s.systemId, endLsn: received }, true))
+      .then(
+        () => {
+          if (recordedLsn === null || compareLsn(received, recordedLsn) > 0) recordedLsn = received;
+        },
+        (error: unknown) => setFatal(error),
+      )
+      .finally(() => {
+        if (checkpointWriting === writing) checkpointWriting = null;
+        pumpCheckpoint();
+      });
+    checkpointWriting = writing;
+    await writing;
+  }
+
+  async function readLastCheckpoint(): Promise<{ endLsn: Lsn; systemId: string | null; slot: string | null } | null> {
+    const client = KurrentDBClient.connectionString(config.destination.connectionString);
+    try {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          for await (const resolved of client.readStream(checkpointStreamName(config.name), { direction: BACKWARDS, fromRevision: END, maxCount: 1 })) {
+            const data = resolved.event?.data as { position?: { endLsn?: unknown; systemId?: unknown; slot?: unknown } } | undefined;
+            const endLsn = data?.position?.endLsn;
+            if (typeof endLsn !== 'string') return null;
+            return { endLsn, systemId: typeof data?.position?.systemId === 'string' ? data.position.systemId : null, slot: typeof data?.position?.slot === 'string' ? data.position.slot : null };
+          }
+          return null;
+        } catch (error) {
+          const type = (error as { type?: unknown }).type;
+          if (type === 'stream-not-found') return null;
+          if (attempt >= 5 || stopRequested) throw error;
+          await new Promise((r) => setTimeout(r, 200 * attempt));
+        }
+      }
+    } finally {
+      await client.dispose().catch(() => undefined);
+    }
+  }
+
+  async function checkSlotAgainstCheckpoint(last: { endLsn: Lsn; systemId: string | null; slot: string | null } | null): Promise<Lsn | null> {
+    const client = new pg.Client({ connectionString: config.source.connection });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ confirmed_flush_lsn: string | null; wal_status: string | null; system_identifier: string }>(
+        `SELECT s.confirmed_flush_lsn::text AS confirmed_flush_lsn, s.wal_status, (SELECT system_identifier::text FROM pg_control_system()) AS system_identifier
+           FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = $1`,
+        [config.source.slot],
+      ).catch(async () =>
+        // pg_control_system() may not be granted: the comparison then assumes the same system.
+        client.query<{ confirmed_flush_lsn: string | null; wal_status: string | null; system_identifier: string }>(
+          `SELECT confirmed_flush_lsn::text AS confirmed_flush_lsn, wal_status, '' AS system_identifier FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`,
+          [config.source.slot],
+        ),
+      );
+      const slot = rows[0];
+      if (!slot || !slot.confirmed_flush_lsn) return null; // the source's checks name a missing slot
+      if (slot.wal_status === 'lost') {
+        throw new RebuildNeededError(`replication slot "${config.source.slot}" was invalidated (wal_status = 'lost'): the WAL it needed is gone`, { slot: config.source.slot });
+      }
+      if (last && (!last.systemId || !slot.system_identifier || last.systemId === slot.system_identifier)) {
+        if (compareLsn(slot.confirmed_flush_lsn, last.endLsn) > 0) {
+          throw new RebuildNeededError(
+            `replication slot "${config.source.slot}" has confirmed_flush_lsn ${slot.confirmed_flush_lsn}, ahead of the last position this assembler recorded as durable ` +
+              `(${last.endLsn} in ${checkpointStreamName(config.name)}${last.slot ? `, slot "${last.slot}"` : ''}): someone else advanced the slot, and the transactions in between were never appended`,
+            { slot: config.source.slot, confirmedFlushLsn: slot.confirmed_flush_lsn, checkpointLsn: last.endLsn, checkpointStream: checkpointStreamName(config.name) },
+          );
+        }
+      }
+      return slot.confirmed_flush_lsn;
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+
+  // ---- units -------------------------------------------------------------------------------
+
+  let registry: ContractRegistry | null = null;
+
+  function validateEvents(events: readonly EventToAppend[], unit: SourceUnit): { ok: EventToAppend[]; parked: FailedRecord[] } {
+    const ok: EventToAppend[] = [];
+    const parked: FailedRecord[] = [];
+    for (const event of events) {
+      let violations: readonly { path: string; message: string }[] | null = null;
+      try {
+        const result = registry!.validate(event.type, event.version, event.data);
+        if (!result.ok) violations = result.violations;
+      } catch (error) {
+        violations = [{ path: '', message: `no usable contract ${event.type}@${event.version} in ${config.contracts.dir}: ${error instanceof Error ? error.message : String(error)}` }];
+      }
+      if (!violations) {
+        ok.push(event);
+        continue;
+      }
+      if (config.failurePolicy.contractViolation === 'halt') {
+        throw new ContractViolationHaltError({
+          assembler: config.name,
+          position: unit.kind === 'transaction' ? { checkpoint: unit.position.checkpoint, commitLsn: unit.commitLsn, xid: unit.xid } : null,
+          eventId: event.id,
+          stream: event.stream,
+          contract: `${event.type}@${event.version}`,
+          mapper: event.metadata['mapper'] ?? null,
+          violations: violations.map((v) => ({ path: v.path, message: v.message })),
+        });
+      }
+      parked.push(contractViolationRecord(event, violations, { assembler: config.name }));
+    }
+    return { ok, parked };
+  }
+
+  async function waitForCapacity(): Promise<void> {
+    if (!lanes || lanes.inFlight < config.limits.maxInFlightTransactions) return;
+    await Promise.race([lanes.whenBelow(config.limits.maxInFlightTransactions), stopSignal]);
+  }
+
+  /**
+   * The one place a source unit — a committed transaction, or a snapshot record with a snapshot
+   * position — becomes appended events: map, validate, queue on the lanes. Resolves once the
+   * unit is queued with the promise of its durability (`null`: nothing to append).
+   */
+  async function handleUnit(unit: SourceUnit, position: SinkPosition, sourceIdentity: string): Promise<{ readonly durable: Promise<AppendOutcome> } | null> {
+    const mapped = mapUnit(config.mappers, unit, { assembler: config.name, sourceIdentity });
+    const { ok, parked } = validateEvents(mapped.events, unit);
+    const failed = [...mapped.failed, ...parked];
+    for (const record of failed) {
+      log.warn('record parked', {
+        type: record.type,
+        stream: record.stream,
+        id: record.id,
+        mapper: record.metadata['mapper'] ?? null,
+        commitLsn: record.metadata['source.commitLsn'] ?? null,
+        xid: record.metadata['source.xid'] ?? null,
+        ...(record.type === 'ContractViolation' ? { contract: record.metadata['contract'] ?? null } : {}),
+      });
+    }
+    counts.mapperFailures += mapped.failed.length;
+    counts.contractViolations += parked.length;
+    const events: SinkEvent[] = [...ok, ...failed];
+    if (events.length === 0) return null;
+    await waitForCapacity();
+    if (stopRequested && fatal) throw fatal;
+    const durable = lanes!.append({ position, events });
+    return { durable: durable.then((outcome) => {
+      counts.eventsAppended += outcome?.appended ?? 0;
+      counts.replaySkipped += outcome?.skipped ?? 0;
+      for (const e of ok) byType[e.type] = (byType[e.type] ?? 0) + 1;
+      if (failed.length > 0) counts.parkedTx += 1;
+      return outcome;
+    }) };
+  }
+
+  async function handleTransaction(tx: CommittedTransaction): Promise<void> {
+    counts.received += 1;
+    let changes;
+    try {
+      changes = await tx.toArray();
+    } finally {
+      await tx.release();
+    }
+    const unit: SourceTransaction = {
+      kind: 'transaction',
+      xid: tx.xid,
+      commitLsn: tx.commitLsn,
+      endLsn: tx.endLsn,
+      commitTime: tx.commitTime,
+      origin: tx.origin,
+      position: tx.position,
+      changes,
+    };
+    const payload: TxPayload = { tx: null, commitLsn: tx.commitLsn, xid: tx.xid, checkpoint: tx.position.checkpoint, systemId: tx.position.systemId };
+    const seq = coordinator.received(tx.endLsn, payload);
+    const commitMs = Date.parse(tx.commitTime);
+    let queued: { readonly durable: Promise<AppendOutcome> } | null;
+    try {
+      queued = await handleUnit(
+        unit,
+        { kind: 'transaction', checkpoint: tx.position.checkpoint, commitLsn: tx.commitLsn, xid: tx.xid, systemId: tx.position.systemId },
+        tx.position.systemId,
+      );
+    } catch (error) {
+      coordinator.fail(seq);
+      throw error;
+    }
+    const done = (): void => {
+      const advanced = coordinator.complete(seq);
+      if (advanced) {
+        checkpointTarget = { ...advanced.payload, endLsn: advanced.endLsn };
+        pumpCheckpoint();
+      }
+    };
+    if (!queued) {
+      counts.skipped += 1;
+      done();
+      return;
+    }
+    queued.durable.then(
+      () => {
+        counts.appended += 1;
+        if (Number.isFinite(commitMs)) {
+          lagLast = Math.max(0, Date.now() - commitMs);
+          lagSum += lagLast;
+          lagN += 1;
+        }
+        done();
+      },
+      (error: unknown) => {
+        coordinator.fail(seq);
+        setFatal(error);
+      },
+    );
+  }
+
+  // ---- run / stop --------------------------------------------------------------------------
+
+  async function closeAll(): Promise<void> {
+    await source?.close().catch(() => undefined);
+    await Promise.allSettled([...laneSinks.map((s) => s.close()), checkpointSink?.close()]);
+  }
+
+  async function runOnce(): Promise<RunSummary> {
+    state = 'starting';
+    let idleTimer: ReturnType<typeof setInterval> | null = null;
+    let reason: RunSummary['reason'] = 'stopped';
+    try {
+      registry = await loadContractRegistry(config.contracts.dir);
+      const sinkOptions = {
+        connectionString: config.destination.connectionString,
+        assembler: config.name,
+        mode: config.destination.mode,
+        logger: log,
+        checkpointStream: false as const,
+        ...(config.destination.maxAppendSize !== undefined ? { maxAppendSize: config.destination.maxAppendSize } : {}),
+        ...(config.destination.timeoutMs !== undefined ? { timeoutMs: config.destination.timeoutMs } : {}),
+        ...(config.destination.retry !== undefined ? { retry: config.destination.retry } : {}),
+      };
+      if (deps.sink) {
+        laneSinks = [deps.sink];
+        mode = (deps.sink as Partial<KurrentDBSink>).mode ?? null;
+      } else {
+        checkpointSink = await createKurrentDBSink({ ...sinkOptions, logger: { info() {}, warn: log.warn } });
+        mode = checkpointSink.mode;
+        for (let i = 0; i < config.limits.maxConcurrentStreams; i++) {
+          laneSinks.push(await createKurrentDBSink({ ...sinkOptions, logger: i === 0 ? log : { info() {}, warn: log.warn } }));
+        }
+      }
+      lanes = createAppendLanes(laneSinks);
+
+      let slotConfirmed: Lsn | null = null;
+      let last: Awaited<ReturnType<typeof readLastCheckpoint>> = null;
+      if (checkpointSink) {
+        last = await readLastCheckpoint();
+        slotConfirmed = await checkSlotAgainstCheckpoint(last);
+        // What the slot already confirmed is durable by definition of the check above.
+        recordedLsn = last?.endLsn ?? slotConfirmed;
+        if (recordedLsn && slotConfirmed && compareLsn(slotConfirmed, recordedLsn) > 0) recordedLsn = slotConfirmed;
+      }
+
+      source =
+        deps.source ??
+        createPostgresSource({
+          connection: config.source.connection,
+          slot: config.source.slot,
+          publication: config.source.publication,
+          tables: config.source.tables,
+          maxInFlightTransactions: config.limits.maxInFlightTransactions,
+          maxInFlightBytes: config.limits.maxInFlightBytes,
+          memoryLimitBytes: config.limits.memoryLimitBytes,
+          ...(config.source.statusIntervalMs !== undefined ? { statusIntervalMs: config.source.statusIntervalMs } : {}),
+          ...(config.source.spillDir !== undefined ? { spillDir: config.source.spillDir } : {}),
+          ...(checkpointSink ? { idleAcknowledgeLimit: () => recordedLsn } : {}),
+          onReconnect: (error, delayMs, attempt) => log.warn('source: connection lost, reconnecting', { error: errorInfo(error), delayMs, attempt }),
+        });
+      if (stopRequested) throw new StopBeforeStart();
+      const report = await source.start();
+      state = 'running';
+      log.info('assembler started', {
+        name: config.name,
+        mode,
+        modeMeaning: mode === 'multi-stream' ? 'each source transaction lands atomically across its streams' : mode === 'per-stream' ? 'per-stream appends; events carry transaction.index/count' : 'custom sink',
+        lanes: laneSinks.length,
+        slot: config.source.slot,
+        publication: config.source.publication,
+        tables: config.source.tables.map((t) => t.table),
+        snapshot: config.snapshot.mode,
+        contractViolation: config.failurePolicy.contractViolation,
+        lastCheckpoint: last?.endLsn ?? null,
+        slotConfirmedFlushLsn: slotConfirmed,
+        checks: report ? 'passed' : 'skipped',
+      });
+      if (checkpointSink) {
+        idleTimer = setInterval(() => void idleCheckpoint(), IDLE_CHECKPOINT_INTERVAL_MS);
+        idleTimer.unref?.();
+      }
+
+      const iterator = source.transactions()[Symbol.asyncIterator]();
+      for (;;) {
+        if (stopRequested) break;
+        const next = iterator.next();
+        const winner = await Promise.race([next, stopSignal]);
+        if (winner === 'stop') {
+          // The pending next() settles when the source closes; a transaction it yields is not acknowledged (replayed later).
+          void next.then((r) => (r.done ? undefined : r.value.release()), () => undefined);
+          break;
+        }
+        if (winner.done) {
+          reason = 'source-ended';
+          break;
+        }
+        if (stopRequested) {
+          await winner.value.release();
+          break;
+        }
+        await handleTransaction(winner.value);
+      }
+    } catch (error) {
+      if (!(error instanceof StopBeforeStart)) setFatal(error);
+    }
+    // Drain: what is queued gets appended (or fails), the durable prefix is recorded and acknowledged.
+    state = fatal ? 'failed' : 'stopping';
+    if (idleTimer) clearInterval(idleTimer);
+    await lanes?.drain();
+    await flushCheckpoints();
+    await closeAll();
+    const result = summary(reason);
+    if (fatal) {
+      state = 'failed';
+      log.error('assembler stopped after a fatal error', { ...result, error: errorInfo(fatal) });
+      throw fatal;
+    }
+    state = 'stopped';
+    log.info('assembler stopped', { ...result });
+    return result;
+  }
+
+  /** All lanes (and the checkpoint writer) as one: retrying when any of them is. */
+  function aggregateSinkStatus(): SinkStatus | null {
+    const all = [...laneSinks, ...(checkpointSink ? [checkpointSink] : [])]
+      .filter((sink): sink is KurrentDBSink => typeof (sink as Partial<KurrentDBSink>).status === 'function')
+      .map((sink) => sink.status());
+    if (all.length === 0) return null;
+    const lastError = all.map((s) => s.lastError).filter((e) => e !== null).sort((a, b) => b.at.getTime() - a.at.getTime())[0] ?? null;
+    return {
+      mode: all[0]!.mode,
+      state: all.some((s) => s.state === 'retrying') ? 'retrying' : all.every((s) => s.state === 'closed') ? 'closed' : 'connected',
+      attempts: Math.max(...all.map((s) => s.attempts)),
+      retries: all.reduce((n, s) => n + s.retries, 0),
+      lastError,
+      cachedStreams: all.reduce((n, s) => n + s.cachedStreams, 0),
+      appendedEvents: all.reduce((n, s) => n + s.appendedEvents, 0),
+      skippedEvents: all.reduce((n, s) => n + s.skippedEvents, 0),
+    };
+  }
+
+  function summary(reason: RunSummary['reason']): RunSummary {
+    return {
+      reason,
+      transactions: { received: counts.received, appended: counts.appended, skipped: counts.skipped, parked: counts.parkedTx },
+      events: { appended: counts.eventsAppended, replaySkipped: counts.replaySkipped, byType: { ...byType } },
+      parked: { mapperFailures: counts.mapperFailures, contractViolations: counts.contractViolations },
+      acknowledgedLsn,
+      mode,
+      durationMs: Date.now() - startedAt,
+    };
+  }
+
+  return {
+    run() {
+      runPromise ??= runOnce();
+      return runPromise;
+    },
+    async stop() {
+      stopRequested = true;
+      wakeStop?.();
+      if (!runPromise) {
+        state = 'stopped';
+        return;
+      }
+      await runPromise.then(
+        () => undefined,
+        () => undefined,
+      );
+    },
+    status(): AssemblerStatus {
+      const s = source?.status() ?? null;
+      const durable = coordinator.acknowledgeable?.endLsn ?? null;
+      const received = s?.receivedLsn ?? coordinator.receivedLsn;
+      let bytes: number | null = null;
+      try {
+        if (received && acknowledgedLsn) bytes = Math.max(0, lsnDistance(acknowledgedLsn, received));
+      } catch {
+        bytes = null;
+      }
+      const sinkStatus = aggregateSinkStatus();
+      return {
+        name: config.name,
+        state,
+        mode,
+        lanes: laneSinks.length,
+        transactions: { received: counts.received, appended: counts.appended, skipped: counts.skipped, inFlight: coordinator.pending },
+        events: { appended: counts.eventsAppended, replaySkipped: counts.replaySkipped, byType: { ...byType } },
+        parked: { mapperFailures: counts.mapperFailures, contractViolations: counts.contractViolations },
+        lag: {
+          receivedLsn: received ?? null,
+          durableLsn: durable,
+          acknowledgedLsn,
+          bytes,
+          commitToAppendMs: lagLast,
+          commitToAppendAvgMs: lagN > 0 ? Math.round(lagSum / lagN) : null,
+        },
+        source: s,
+        sink: sinkStatus,
+        lastError: fatal ? errorInfo(fatal) : s?.lastError ? errorInfo(s.lastError) : null,
+      };
+    },
+  };
+}

@@ -1,0 +1,42 @@
+import { EventAssemblerError } from '../errors.js';
+
+/**
+ * The slot is ahead of what this assembler recorded as durable in its checkpoint stream, or the
+ * history it needs is gone: resuming would skip transactions (DESIGN invariant 7).
+ */
+export class RebuildNeededError extends EventAssemblerError {
+  declare readonly code: 'REBUILD_NEEDED';
+  constructor(message: string, details: Readonly<Record<string, unknown>>) {
+    super(
+      'REBUILD_NEEDED',
+      `${message}. Rebuild: create a new slot (event-assembler setup), re-snapshot as a new generation, and reconcile the consumers.`,
+      details,
+    );
+  }
+}
+
+export type ContractViolationHaltDetails = {
+  readonly assembler: string;
+  readonly position: { readonly checkpoint: string | null; readonly commitLsn: string | null; readonly xid: number | null } | null;
+  readonly eventId: string;
+  readonly stream: string;
+  readonly contract: string;
+  readonly mapper: string | null;
+  readonly violations: readonly { readonly path: string; readonly message: string }[];
+};
+
+/** An event violated its contract and `failurePolicy.contractViolation` is `halt`. Nothing of its transaction was appended. */
+export class ContractViolationHaltError extends EventAssemblerError {
+  declare readonly code: 'CONTRACT_VIOLATION_HALT';
+  declare readonly details: ContractViolationHaltDetails;
+  constructor(details: ContractViolationHaltDetails) {
+    const where = details.position ? `commitLsn ${details.position.commitLsn} xid ${details.position.xid} (checkpoint ${details.position.checkpoint})` : 'a snapshot record';
+    const list = details.violations.map((v) => `${v.path || '(root)'} ${v.message}`).join('; ');
+    super(
+      'CONTRACT_VIOLATION_HALT',
+      `event ${details.contract} for stream "${details.stream}" (mapper ${details.mapper ?? '?'}) at ${where} violates its contract: ${list}. ` +
+        'The line stopped before appending this transaction and the slot is not acknowledged past it; fix the mapper or the contract (or set failurePolicy.contractViolation to \'park\') and run again.',
+      details,
+    );
+  }
+}

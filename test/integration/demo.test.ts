@@ -1,0 +1,135 @@
+// `event-assembler demo` (`npm start`) as a user runs it: a child process, its output and exit
+// status — on the test's own PostgreSQL database and in-memory KurrentDB (so the destination can
+// be inspected afterwards), on its own embedded servers, and interrupted with Ctrl-C.
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { FORWARDS, KurrentDBClient, START } from '@kurrent/kurrentdb-client';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
+import { isPortOpen } from '../../src/testing/postgres-process.js';
+import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const RUN_TIMEOUT_MS = 150_000;
+
+interface Run {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs the CLI as `npm start` does; `onOutput` may act on what it printed so far (e.g. interrupt it). */
+function demo(args: string[], onOutput?: (stdout: string, child: ReturnType<typeof spawn>) => void): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'demo', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`demo did not finish within ${RUN_TIMEOUT_MS} ms\n${stdout}\n${stderr}`));
+    }, RUN_TIMEOUT_MS);
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString('utf8');
+      onOutput?.(stdout, child);
+    });
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    child.once('error', reject);
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+describe('demo on given servers (--source, --kurrentdb)', () => {
+  let db: TestDatabase;
+  let kurrent: InMemoryKurrentDB;
+  let run: Run;
+
+  beforeAll(async () => {
+    db = await createTestDatabase(inject('postgres'), 'demo');
+    kurrent = await startInMemoryKurrentDB();
+    run = await demo(['--duration', '3', '--rate', '150', '--customers', '50', '--source', db.connectionString, '--kurrentdb', kurrent.connectionString]);
+  }, RUN_TIMEOUT_MS + 30_000);
+
+  afterAll(async () => {
+    await kurrent?.close();
+    await db?.drop();
+  });
+
+  it('exits 0 with a summary whose destination check holds', () => {
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    expect(run.stdout).toMatch(/destination check: OK — (\d+) events expected from (\d+) source transactions, \1 found/);
+    expect(run.stdout).toContain('missing 0, duplicated 0, extra 0, out of order 0 streams, different 0');
+    expect(run.stdout).toMatch(/sensitive +none of \d+ customer email\/card_number values/);
+    expect(run.stdout).toMatch(/lag +commit → durable in KurrentDB over \d+ transactions: p50 \d+ ms, p99 \d+ ms/);
+    for (const type of ['CustomerRegistered', 'InvoiceDrafted', 'InvoiceIssued', 'InvoicePaid', 'InvoiceVoided']) expect(run.stdout).toMatch(new RegExp(`${type} +[1-9]\\d* +\\(source history: [1-9]`));
+    expect(run.stdout.trimEnd().endsWith('demo: OK')).toBe(true);
+  });
+
+  it('puts no customer email or card_number into any destination event, data or metadata', async () => {
+    const sensitive = (await db.query<{ email: string; card_number: string | null }>('SELECT email, card_number FROM customer')).flatMap((c) => [c.email, c.card_number ?? '']).filter(Boolean);
+    expect(sensitive.length).toBeGreaterThan(100);
+    const client = KurrentDBClient.connectionString(kurrent.connectionString);
+    let events = 0;
+    try {
+      for await (const resolved of client.readAll({ direction: FORWARDS, fromPosition: START })) {
+        if (!resolved.event || resolved.event.streamId.startsWith('$')) continue;
+        events += 1;
+        const raw = JSON.stringify(resolved.event.data) + JSON.stringify(resolved.event.metadata);
+        for (const value of sensitive) expect(raw.includes(value), `${value} in ${resolved.event.streamId}`).toBe(false);
+      }
+    } finally {
+      await client.dispose();
+    }
+    expect(events).toBeGreaterThan(300);
+  });
+
+  it('leaves no slot, publication or capture role behind on a given server', async () => {
+    expect(await db.query(`SELECT slot_name FROM pg_replication_slots WHERE database = current_database()`)).toEqual([]);
+    expect(await db.query(`SELECT pubname FROM pg_publication`)).toEqual([]);
+    expect(await db.query(`SELECT rolname FROM pg_roles WHERE rolname LIKE 'demo_capture_%'`)).toEqual([]);
+  });
+});
+
+describe('demo on its own servers', () => {
+  it('runs on embedded PostgreSQL and the in-memory KurrentDB and exits 0', async () => {
+    const run = await demo(['--duration', '2', '--customers', '20']);
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    expect(run.stdout).toContain('(embedded)');
+    expect(run.stdout).toContain('destination check: OK');
+    const port = Number(/PostgreSQL 17 on 127\.0\.0\.1:(\d+)/.exec(run.stdout)?.[1]);
+    expect(await isPortOpen('127.0.0.1', port)).toBe(false);
+  }, RUN_TIMEOUT_MS);
+
+  it('cleans up every server it started on Ctrl-C', async () => {
+    let interrupted = false;
+    const run = await demo(['--duration', '60', '--customers', '20'], (stdout, child) => {
+      if (!interrupted && stdout.includes('workload:')) {
+        interrupted = true;
+        child.kill('SIGINT');
+      }
+    });
+    expect(interrupted).toBe(true);
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(130);
+    expect(run.stderr).toContain('everything it started was cleaned up');
+    const pgPort = Number(/PostgreSQL 17 on 127\.0\.0\.1:(\d+)/.exec(run.stdout)?.[1]);
+    const kurrentPort = Number(/in-memory KurrentDB on 127\.0\.0\.1:(\d+)/.exec(run.stdout)?.[1]);
+    expect(await isPortOpen('127.0.0.1', pgPort)).toBe(false);
+    expect(await isPortOpen('127.0.0.1', kurrentPort)).toBe(false);
+  }, RUN_TIMEOUT_MS);
+
+  it('teaches with --help', async () => {
+    const run = await new Promise<Run>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'demo', '--help'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      child.stdout.on('data', (c: Buffer) => (stdout += c.toString('utf8')));
+      child.once('error', reject);
+      child.once('close', (code) => resolve({ code, stdout, stderr: '' }));
+    });
+    expect(run.code).toBe(0);
+    for (const flag of ['--duration', '--rate', '--concurrency', '--seed', '--customers', '--source', '--kurrentdb', '--keep']) expect(run.stdout).toContain(flag);
+    expect(run.stdout).toContain('What it does:');
+    expect(run.stdout).toContain('Exit status 0 only when the check holds');
+  });
+});

@@ -1,0 +1,74 @@
+// `event-assembler run` as a process: a TypeScript config with secrets from environment
+// variables; SIGTERM stops it gracefully — drained, acknowledged, exit code 0 — and no log line
+// shows a password.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createPipelineRig, workload, type PipelineRig } from './pipeline-rig.js';
+
+describe('event-assembler run (CLI)', () => {
+  let rig: PipelineRig;
+  let dir: string;
+  beforeAll(async () => {
+    rig = await createPipelineRig('cli', { slots: 1 });
+    dir = mkdtempSync(join(tmpdir(), 'ea-run-'));
+  });
+  afterAll(async () => {
+    await rig?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('runs from a TypeScript config and stops gracefully on SIGTERM with exit code 0', async () => {
+    const src = (path: string) => pathToFileURL(join(process.cwd(), path)).href;
+    writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
+    const file = join(dir, 'assembler.config.ts');
+    writeFileSync(
+      file,
+      `import { defineConfig } from '${src('src/config/index.ts')}';
+import { mappers } from '${src('examples/invoicing/index.ts')}';
+export default defineConfig({
+  name: 'cli',
+  source: { connection: 'env:EA_CLI_CAPTURE_URL', slot: '${rig.slots[0]}', publication: '${rig.publication}', statusIntervalMs: 500 },
+  destination: { connectionString: 'env:EA_CLI_KURRENTDB_URL' },
+  mappers,
+  contracts: { dir: '${join(process.cwd(), 'contracts/invoicing')}' },
+});
+`,
+    );
+    const child = spawn(process.execPath, ['bin/event-assembler.js', 'run', '--config', file], {
+      env: { ...process.env, EA_CLI_CAPTURE_URL: rig.captureUrl, EA_CLI_KURRENTDB_URL: rig.kdb.connectionString },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const lines = () =>
+      output
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+    try {
+      await rig.until(() => expect(lines().map((l) => l['msg'])).toContain('assembler started'), 30_000);
+      const w = workload(rig);
+      await w.customer('k1');
+      await w.draft('ki1', 'k1');
+      await rig.until(() => expect(rig.events('invoice-ki1').map((e) => e.type)).toEqual(['InvoiceDrafted']));
+      child.kill('SIGTERM');
+      const code = await Promise.race([exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 30_000))]);
+      expect(code).toBe(0);
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+    const messages = lines().map((l) => l['msg']);
+    expect(messages).toContain('signal received: stopping gracefully');
+    const stopped = lines().find((l) => l['msg'] === 'assembler stopped')!;
+    expect(stopped).toMatchObject({ transactions: { received: 2, appended: 2 }, events: { appended: 2 } });
+    expect((await rig.slot(rig.slots[0]!)).confirmed_flush_lsn).toBe(stopped['acknowledgedLsn']);
+    expect(lines().find((l) => l['msg'] === 'assembler started')).toMatchObject({ mode: 'multi-stream', lanes: 4 });
+    expect(output).not.toContain(inject('postgres').password);
+  });
+});

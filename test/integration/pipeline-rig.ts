@@ -1,0 +1,164 @@
+// Shared rig of the pipeline tests: a database with the invoicing schema, a least-privilege
+// capture role, publication and slot(s), an in-memory KurrentDB, the invoicing workload, and
+// readers for what landed in KurrentDB and in pg_replication_slots.
+import { readFileSync } from 'node:fs';
+import { inject, vi } from 'vitest';
+import { defineConfig, type AssemblerConfig } from '../../src/config/index.js';
+import type { Logger } from '../../src/pipeline/index.js';
+import { setupCapture } from '../../src/source/setup.js';
+import { startInMemoryKurrentDB, type InMemoryKurrentDB, type InMemoryKurrentDBOptions } from '../../src/testing/kurrentdb/index.js';
+import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
+import { mappers } from '../../examples/invoicing/index.js';
+
+export const TABLES = ['public.customer', 'public.invoice', 'public.invoice_line', 'public.payment'];
+
+export interface StoredBusinessEvent {
+  readonly id: string;
+  readonly type: string;
+  readonly revision: bigint;
+  readonly data: Record<string, unknown>;
+  readonly metadata: Record<string, string>;
+}
+
+export interface LogLine {
+  readonly level: 'info' | 'warn' | 'error';
+  readonly message: string;
+  readonly fields: Record<string, unknown> | undefined;
+}
+
+export interface PipelineRig {
+  readonly name: string;
+  readonly db: TestDatabase;
+  readonly kdb: InMemoryKurrentDB;
+  readonly publication: string;
+  readonly slots: readonly string[];
+  /** Capture role's connection string. */
+  readonly captureUrl: string;
+  config(overrides?: Partial<AssemblerConfig> & { slot?: string; name?: string }): AssemblerConfig;
+  logger(): Logger & { readonly lines: LogLine[] };
+  events(stream: string): StoredBusinessEvent[];
+  businessStreams(): string[];
+  slot(slot: string): Promise<{ confirmed_flush_lsn: string; active: boolean }>;
+  /** Creates another slot now: it starts at the current WAL position (sees only later transactions). */
+  createSlot(suffix: string): Promise<string>;
+  currentWalLsn(): Promise<string>;
+  sql(text: string, params?: unknown[]): Promise<unknown[]>;
+  /** Waits until `check` stops throwing (deadline, never a fixed sleep). */
+  until(check: () => void | Promise<void>, timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+function decode(bytes: Uint8Array): unknown {
+  const text = Buffer.from(bytes).toString('utf8');
+  return text === '' ? {} : JSON.parse(text);
+}
+
+export async function createPipelineRig(name: string, options: { slots?: number; kurrent?: InMemoryKurrentDBOptions } = {}): Promise<PipelineRig> {
+  const server = inject('postgres');
+  const db = await createTestDatabase(server, `pl_${name}`);
+  const role = `cap_${db.database}`.slice(0, 63);
+  const publication = `pub_${name}`;
+  const slots = Array.from({ length: options.slots ?? 1 }, (_, i) => `${name}_s${i + 1}_${db.database.slice(-8)}`.slice(0, 63));
+  await db.query(readFileSync(new URL('../../examples/invoicing/schema.sql', import.meta.url), 'utf8'));
+  await db.query(`CREATE ROLE ${role} LOGIN REPLICATION PASSWORD '${server.password}'`);
+  await db.query(`GRANT SELECT ON ${TABLES.join(', ')} TO ${role}`);
+  for (const slot of slots) await setupCapture({ connection: db.connectionConfig(), publication, slot, tables: TABLES });
+  const kdb = await startInMemoryKurrentDB(options.kurrent ?? {});
+  const captureUrl = `postgresql://${encodeURIComponent(role)}:${encodeURIComponent(server.password)}@${server.host}:${server.port}/${db.database}`;
+
+  return {
+    name,
+    db,
+    kdb,
+    publication,
+    slots,
+    captureUrl,
+    config(overrides = {}) {
+      const { slot, name: assembler, ...rest } = overrides;
+      return defineConfig({
+        name: assembler ?? name,
+        source: { connection: () => captureUrl, slot: slot ?? slots[0]!, publication, statusIntervalMs: 500 },
+        destination: { connectionString: kdb.connectionString, retry: { initialDelayMs: 50, maxDelayMs: 500 }, timeoutMs: 5_000 },
+        mappers,
+        contracts: { dir: 'contracts/invoicing' },
+        ...rest,
+      });
+    },
+    logger() {
+      const lines: LogLine[] = [];
+      const push = (level: LogLine['level'], message: string, fields: Record<string, unknown> | undefined): void => {
+        lines.push({ level, message, fields });
+        if (process.env['EA_TEST_LOG']) process.stderr.write(`${level} ${message} ${JSON.stringify(fields, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}\n`);
+      };
+      return {
+        lines,
+        info: (message, fields) => push('info', message, fields),
+        warn: (message, fields) => push('warn', message, fields),
+        error: (message, fields) => push('error', message, fields),
+      };
+    },
+    events(stream) {
+      return kdb.readStreamEvents(stream).map((e) => ({
+        id: e.id,
+        type: e.type,
+        revision: e.revision,
+        data: decode(e.data) as Record<string, unknown>,
+        metadata: decode(e.metadata) as Record<string, string>,
+      }));
+    },
+    businessStreams() {
+      return kdb.streamNames().filter((s) => !s.startsWith('$') && !s.startsWith('event-assembler.')).sort();
+    },
+    async slot(slot) {
+      const [row] = await db.query<{ confirmed_flush_lsn: string; active: boolean }>(
+        'SELECT confirmed_flush_lsn::text AS confirmed_flush_lsn, active FROM pg_replication_slots WHERE slot_name = $1',
+        [slot],
+      );
+      if (!row) throw new Error(`slot ${slot} is missing`);
+      return row;
+    },
+    async createSlot(suffix) {
+      const slot = `${name}_${suffix}_${db.database.slice(-8)}`.slice(0, 63);
+      await setupCapture({ connection: db.connectionConfig(), publication, slot, tables: TABLES });
+      return slot;
+    },
+    async currentWalLsn() {
+      const [row] = await db.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
+      return row!.lsn;
+    },
+    sql: (text, params) => db.query(text, params),
+    async until(check, timeoutMs = 20_000) {
+      await vi.waitFor(check, { timeout: timeoutMs, interval: 50 });
+    },
+    async close() {
+      await kdb.close().catch(() => undefined);
+      await db.drop().catch(() => undefined);
+      await db.query(`DROP ROLE IF EXISTS ${role}`).catch(() => undefined);
+    },
+  };
+}
+
+/** The invoicing workload, one application transaction per call. */
+export function workload(rig: Pick<PipelineRig, 'sql'>) {
+  return {
+    customer: (id: string, name = `Customer ${id}`) =>
+      rig.sql(`INSERT INTO customer (id, name, email, card_number, country) VALUES ($1, $2, $3, $4, 'NL')`, [id, name, `${id}@secret.example`, `4111-${id}-9999`]),
+    draft: (id: string, customer: string) => rig.sql(`INSERT INTO invoice (id, customer_id, status, currency) VALUES ($1, $2, 'draft', 'EUR')`, [id, customer]),
+    /** Lines and the status flip in one transaction, as the application issues invoices. */
+    issue: (id: string, lines = 2) =>
+      rig.sql(
+        `WITH l AS (INSERT INTO invoice_line (invoice_id, line_no, description, quantity, unit_price, amount)
+                    SELECT $1, n, 'item ' || n, n, 10.00, n * 10.00 FROM generate_series(1, $2::int) n RETURNING amount)
+         UPDATE invoice SET status = 'issued', number = 'N-' || $1, issued_at = '2026-01-02T03:04:05Z', due_date = '2026-02-01',
+                total = (SELECT sum(amount) FROM l) WHERE id = $1`,
+        [id, lines],
+      ),
+    pay: (id: string, paymentId: string) =>
+      rig.sql(
+        `WITH p AS (INSERT INTO payment (id, invoice_id, amount, currency, paid_at) SELECT $2, id, total, currency, '2026-01-05T00:00:00Z' FROM invoice WHERE id = $1 RETURNING 1)
+         UPDATE invoice SET status = 'paid' WHERE id = $1`,
+        [id, paymentId],
+      ),
+    void: (id: string, reason = 'duplicate') => rig.sql(`UPDATE invoice SET status = 'void', void_reason = $2 WHERE id = $1`, [id, reason]),
+  };
+}

@@ -1,0 +1,184 @@
+// Configuration: zod parsing with errors that name the field and the fix, secrets from the
+// environment (never shown), defaults from the mappers, and config modules loaded directly —
+// a broken module is reported with its file and line.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ConfigError, ConfigLoadError, createRedactor, defineConfig, loadConfig, parseConfig, redactConnectionString, type AssemblerConfig } from '../../src/config/index.js';
+import { mappers } from '../../examples/invoicing/index.js';
+
+const base = defineConfig({
+  name: 'invoicing',
+  source: { connection: 'postgres://capture:s3cret-pw@db:5432/shop', slot: 'invoicing', publication: 'invoicing' },
+  destination: { connectionString: 'kurrentdb://localhost:2113?tls=false' },
+  mappers,
+  contracts: { dir: 'contracts/invoicing' },
+});
+
+function with_(patch: (c: Record<string, any>) => void): AssemblerConfig {
+  const copy = structuredClone({ ...base, mappers: undefined }) as Record<string, any>;
+  copy['mappers'] = mappers;
+  patch(copy);
+  return copy as AssemblerConfig;
+}
+
+function errorOf(config: AssemblerConfig): ConfigError {
+  try {
+    parseConfig(config);
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('parseConfig', () => {
+  it('fills the documented defaults and derives the captured tables from the mappers', () => {
+    const c = parseConfig(base);
+    expect(c.destination.mode).toBe('auto');
+    expect(c.snapshot).toEqual({ mode: 'never', chunkSize: 1024, parallelism: 1 });
+    expect(c.failurePolicy).toEqual({ contractViolation: 'halt' });
+    expect(c.limits).toEqual({ maxInFlightTransactions: 1000, maxInFlightBytes: 64 * 1024 * 1024, memoryLimitBytes: 64 * 1024 * 1024, maxConcurrentStreams: 4 });
+    expect(c.source.publication).toEqual(['invoicing']);
+    expect(c.source.tables.map((t) => t.table)).toEqual(['public.customer', 'public.invoice', 'public.invoice_line', 'public.payment']);
+    // invoice-lifecycle reads the old status ⇒ old values are needed for public.invoice only.
+    expect(c.source.tables.filter((t) => t.needsOldValues).map((t) => t.table)).toEqual(['public.invoice']);
+    expect(c.source.tables.find((t) => t.table === 'public.customer')?.requiredColumns).toEqual(['country', 'id', 'name']);
+  });
+
+  it.each([
+    ['name', (c: Record<string, any>) => (c['name'] = 'has space'), /name: must be 1-100 letters/],
+    ['source.slot', (c: Record<string, any>) => (c['source'].slot = 'Bad-Slot'), /source\.slot: slot names are lower-case/],
+    ['source.connection', (c: Record<string, any>) => delete c['source'].connection, /source\.connection: is required — fix: set source\.connection to env:VARIABLE/],
+    ['destination.mode', (c: Record<string, any>) => (c['destination'].mode = 'fast'), /destination\.mode: .*fix: use 'auto'/],
+    ['contracts.dir', (c: Record<string, any>) => (c['contracts'].dir = 'no/such/dir'), /contracts\.dir: directory .*no\/such\/dir does not exist/],
+    ['failurePolicy.contractViolation', (c: Record<string, any>) => (c['failurePolicy'] = { contractViolation: 'ignore' }), /failurePolicy\.contractViolation: .*fix: use 'halt'/],
+    ['limits.maxInFlightTransactions', (c: Record<string, any>) => (c['limits'] = { maxInFlightTransactions: 0 }), /limits\.maxInFlightTransactions: /],
+    ['mappers', (c: Record<string, any>) => (c['mappers'] = []), /mappers: list at least one mapper/],
+    ['mappers.1', (c: Record<string, any>) => (c['mappers'] = [mappers[0], { name: 'x' }]), /mappers\.1: must be a mapper made by defineMapper/],
+    ['source.tables', (c: Record<string, any>) => (c['source'].tables = ['public.customer']), /source\.tables: public\.invoice is read by mapper\(s\) invoice-lifecycle.* but not captured/],
+    ['source.tables.0', (c: Record<string, any>) => (c['source'].tables = ['customer']), /source\.tables\.0: "customer" is not schema-qualified — fix: write it as public\.customer/],
+    ['source.slotName', (c: Record<string, any>) => (c['source'].slotName = 'x'), /source\.slotName: unknown field\(s\) "slotName" — fix: remove it or check its spelling/],
+  ])('names the field: %s', (field, patch, message) => {
+    const error = errorOf(with_(patch));
+    expect(error.field).toBe(field);
+    expect(error.code).toBe('CONFIG_INVALID');
+    expect(error.message).toMatch(message);
+    expect(error.message).toContain('fix:');
+  });
+
+  it("refuses snapshot modes other than 'never' until snapshots arrive", () => {
+    for (const mode of ['initial', 'when_needed', 'initial_only']) {
+      const error = errorOf(with_((c) => (c['snapshot'] = { mode })));
+      expect(error.field).toBe('snapshot.mode');
+      expect(error.message).toContain('arrives with the snapshot issue');
+    }
+  });
+
+  it('reads secrets from environment variables (env:VAR or a function) and says which variable is missing', () => {
+    process.env['EA_TEST_CAPTURE_URL'] = 'postgres://capture:from-env-pw@db/shop';
+    try {
+      const c = parseConfig(with_((x) => (x['source'].connection = 'env:EA_TEST_CAPTURE_URL')));
+      expect(c.source.connection).toBe('postgres://capture:from-env-pw@db/shop');
+      const f = parseConfig({ ...base, destination: { connectionString: () => process.env['EA_TEST_CAPTURE_URL'] } });
+      expect(f.destination.connectionString).toContain('from-env-pw');
+    } finally {
+      delete process.env['EA_TEST_CAPTURE_URL'];
+    }
+    const missing = errorOf(with_((x) => (x['source'].connection = 'env:EA_TEST_NOT_SET')));
+    expect(missing.field).toBe('source.connection');
+    expect(missing.message).toContain('environment variable EA_TEST_NOT_SET is not set');
+    const fn = errorOf({ ...base, destination: { connectionString: () => undefined } });
+    expect(fn.field).toBe('destination.connectionString');
+  });
+
+  it('masks passwords in connection strings, texts and errors', () => {
+    expect(redactConnectionString('postgres://capture:s3cret-pw@db:5432/shop')).toBe('postgres://capture:***@db:5432/shop');
+    expect(redactConnectionString('host=db user=capture password=s3cret-pw')).toBe('host=db user=capture password=***');
+    const c = parseConfig(base);
+    expect(c.redactor.text('connect to postgres://capture:s3cret-pw@db failed; pw was s3cret-pw')).not.toContain('s3cret-pw');
+    expect(JSON.stringify(c.redactor.fields({ error: new Error('bad password s3cret-pw') }))).not.toContain('s3cret-pw');
+    expect(createRedactor(['postgres://u:p%40ss@h/db']).text('p@ss and p%40ss')).toBe('*** and ***');
+  });
+});
+
+describe('loadConfig', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ea-config-'));
+  // An ESM package, like a project using this library (tsx then keeps line numbers via source maps).
+  writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const src = (path: string) => pathToFileURL(join(process.cwd(), path)).href;
+
+  it('loads a TypeScript module directly and validates it', async () => {
+    const file = join(dir, 'ok.config.ts');
+    writeFileSync(
+      file,
+      [
+        `import { defineConfig } from '${src('src/config/index.ts')}';`,
+        `import { mappers } from '${src('examples/invoicing/index.ts')}';`,
+        `const port: number = 2113;`,
+        `export default defineConfig({`,
+        `  name: 'invoicing',`,
+        `  source: { connection: () => 'postgres://c:pw@localhost/db', slot: 'invoicing', publication: 'invoicing' },`,
+        `  destination: { connectionString: \`kurrentdb://localhost:\${port}?tls=false\`, mode: 'per-stream' },`,
+        `  mappers,`,
+        `  contracts: { dir: '${join(process.cwd(), 'contracts/invoicing')}' },`,
+        `});`,
+      ].join('\n'),
+    );
+    const c = await loadConfig(file);
+    expect(c.name).toBe('invoicing');
+    expect(c.destination).toMatchObject({ connectionString: 'kurrentdb://localhost:2113?tls=false', mode: 'per-stream' });
+    expect(c.mappers.map((m) => m.name)).toEqual(['customers', 'invoice-lifecycle', 'payments', 'invoice-import']);
+  });
+
+  it('names the file and line of a TypeScript syntax error', async () => {
+    const file = join(dir, 'broken.config.ts');
+    writeFileSync(file, ['// a config', 'export default {', "  name: 'x',", '  source: { slot: ,', '};'].join('\n'));
+    const error = await loadConfig(file).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ConfigLoadError);
+    expect((error as ConfigLoadError).file).toBe(file);
+    expect((error as ConfigLoadError).line).toBe(4);
+    expect((error as Error).message).toContain(`${file}:4`);
+  });
+
+  it('names the file and line of a JavaScript syntax error', async () => {
+    const file = join(dir, 'broken.config.mjs');
+    writeFileSync(file, ['export default {', "  name: 'x'", "  source: {}", '};'].join('\n'));
+    const error = (await loadConfig(file).catch((e: unknown) => e)) as ConfigLoadError;
+    expect(error).toBeInstanceOf(ConfigLoadError);
+    expect(error.file).toBe(file);
+    expect(error.line).toBe(3);
+    expect(error.message).toMatch(/SyntaxError/);
+  });
+
+  it('names the line where a module throws while loading (the CLI, exit code 2)', () => {
+    // Through the real CLI: vitest replaces Node's source-mapped stack traces with its own.
+    const file = join(dir, 'throws.config.ts');
+    writeFileSync(file, ['const a: number = 1;', 'if (a) {', "  throw new Error('KURRENTDB_URL missing');", '}', 'export default {};'].join('\n'));
+    const result = spawnSync(process.execPath, ['bin/event-assembler.js', 'run', '--config', file], { encoding: 'utf8', timeout: 30_000 });
+    expect(result.status).toBe(2);
+    const line = JSON.parse(result.stderr.trim().split('\n').pop()!) as Record<string, unknown>;
+    expect(line).toMatchObject({ level: 'error', code: 'CONFIG_LOAD_FAILED', file, line: 3 });
+    expect(line['msg']).toContain(`${file}:3`);
+    expect(line['msg']).toContain('KURRENTDB_URL missing');
+  });
+
+  it('says when the file is missing or has no default export', async () => {
+    await expect(loadConfig(join(dir, 'nope.ts'))).rejects.toThrow(/does not exist/);
+    const file = join(dir, 'noexport.config.mjs');
+    writeFileSync(file, 'export const x = 1;\n');
+    await expect(loadConfig(file)).rejects.toThrow(/no default export/);
+  });
+
+  it('validates what it loaded: errors name the field', async () => {
+    const file = join(dir, 'invalid.config.mjs');
+    writeFileSync(file, "export default { name: 'x', source: { connection: 'env:EA_TEST_UNSET_VAR', slot: 's', publication: 'p' }, destination: { connectionString: 'k' }, mappers: [], contracts: { dir: '.' } };\n");
+    const error = await loadConfig(file).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).field).toBe('mappers');
+  });
+});
