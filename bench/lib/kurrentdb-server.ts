@@ -1,0 +1,53 @@
+/**
+ * The in-memory KurrentDB in a process of its own, so that in the benchmark it does not share
+ * an event loop with the assembler it serves (a real server is another process too).
+ *
+ *   node --import tsx bench/lib/kurrentdb-server.ts <appendLatencyMs>
+ *
+ * Prints one JSON line `{ "connectionString": … }` when listening; exits on SIGTERM or when its
+ * parent's stdin closes.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { startInMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
+
+export interface ServerProcess {
+  readonly connectionString: string;
+  stop(): Promise<void>;
+}
+
+/** Starts the server process and resolves once it listens. */
+export function startKurrentDBProcess(appendLatencyMs: number): Promise<ServerProcess> {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), String(appendLatencyMs)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    let buffered = '';
+    child.once('exit', (code) => reject(new Error(`in-memory KurrentDB process exited (code ${code}) before listening`)));
+    child.stdout!.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString('utf8');
+      const line = buffered.split('\n')[0];
+      if (!buffered.includes('\n') || !line) return;
+      const { connectionString } = JSON.parse(line) as { connectionString: string };
+      resolve({
+        connectionString,
+        stop: () =>
+          new Promise<void>((done) => {
+            if (child.exitCode !== null) return done();
+            child.once('exit', () => done());
+            child.kill('SIGTERM');
+          }),
+      });
+    });
+  });
+}
+
+const isMain = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1];
+if (isMain) {
+  const db = await startInMemoryKurrentDB({ appendLatencyMs: Number(process.argv[2] ?? 0) });
+  const shutdown = () => void db.close().then(() => process.exit(0));
+  process.once('SIGTERM', shutdown);
+  process.stdin.on('end', shutdown);
+  process.stdin.resume();
+  process.stdout.write(`${JSON.stringify({ connectionString: db.connectionString })}\n`);
+}

@@ -1,0 +1,125 @@
+/**
+ * The assembler (`createAssembler`) draining a pre-written slot, timed from creation until the
+ * slot has been told the last transaction is durable (`status().lag.acknowledgedLsn`), and the
+ * commit-to-append latency at a steady rate, observed by a subscriber to the destination.
+ */
+import { fileURLToPath } from 'node:url';
+import { KurrentDBClient, streamNameFilter, END } from '@kurrent/kurrentdb-client';
+import { mappers } from '../../examples/invoicing/index.js';
+import { createAssembler, silentLogger, type Assembler } from '../../src/pipeline/index.js';
+import type { Sink } from '../../src/sink/index.js';
+import { compareLsn } from '../../src/source/position.js';
+import { TABLES } from './invoicing-db.js';
+
+export const CONTRACTS_DIR = fileURLToPath(new URL('../../contracts/invoicing', import.meta.url));
+
+/** Accepts every batch at once: the pipeline without a destination. */
+export const nullSink: Sink = {
+  append: async (batch) => ({ appended: batch.events.length, skipped: 0, streams: [], checkpoint: 'none', mode: 'multi-stream' }),
+  close: async () => undefined,
+};
+
+export interface PipelineTarget {
+  readonly captureUrl: string;
+  readonly slot: string;
+  readonly publication: string;
+  /** KurrentDB connection string; ignored with `sink`. */
+  readonly destination?: string;
+  readonly sink?: Sink;
+}
+
+export function benchAssembler(target: PipelineTarget): Assembler {
+  return createAssembler(
+    {
+      name: `bench-${target.slot}`,
+      source: { connection: target.captureUrl, slot: target.slot, publication: target.publication, tables: [...TABLES] },
+      // With a custom sink the destination is never contacted; the field is still required.
+      destination: { connectionString: target.destination ?? 'kurrentdb://127.0.0.1:1?tls=false' },
+      mappers,
+      contracts: { dir: CONTRACTS_DIR },
+    },
+    { logger: silentLogger, ...(target.sink ? { sink: target.sink } : {}) },
+  );
+}
+
+export interface PipelineDrainResult {
+  readonly seconds: number;
+  readonly markSeconds: number;
+  readonly events: number;
+  readonly mode: string | null;
+  /** Seconds until the assembler was running (start-up checks done) and until its first acknowledgement. */
+  readonly runningSeconds: number;
+  readonly firstAckSeconds: number;
+}
+
+/** Runs the assembler until the slot is acknowledged up to `lastEndLsn`, noting when it passed `markLsn`. */
+export async function drainPipeline(target: PipelineTarget, markLsn: string, lastEndLsn: string, timeoutMs = 900_000): Promise<PipelineDrainResult> {
+  const started = process.hrtime.bigint();
+  const elapsed = () => Number(process.hrtime.bigint() - started) / 1e9;
+  const assembler = benchAssembler(target);
+  const running = assembler.run();
+  let failure: unknown = null;
+  running.catch((error: unknown) => (failure = error));
+  let markSeconds = 0;
+  let runningSeconds = 0;
+  let firstAckSeconds = 0;
+  const deadline = Date.now() + timeoutMs;
+  try {
+    for (;;) {
+      if (failure) throw failure;
+      const status = assembler.status();
+      const acked = status.lag.acknowledgedLsn;
+      if (!runningSeconds && status.state === 'running') runningSeconds = elapsed();
+      if (!firstAckSeconds && acked) firstAckSeconds = elapsed();
+      if (acked && markSeconds === 0 && compareLsn(acked, markLsn) >= 0) markSeconds = elapsed();
+      if (acked && compareLsn(acked, lastEndLsn) >= 0) break;
+      if (Date.now() > deadline) throw new Error(`assembler on ${target.slot}: acknowledged ${acked} of ${lastEndLsn} within ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    const seconds = elapsed();
+    if (markSeconds === 0) markSeconds = seconds;
+    const status = assembler.status();
+    return { seconds, markSeconds, events: status.events.appended, mode: status.mode, runningSeconds, firstAckSeconds };
+  } finally {
+    await assembler.stop();
+  }
+}
+
+export interface LatencyProbe {
+  /** Commit time (from event metadata) to the event reaching a subscriber, in ms, one per event. */
+  readonly samples: number[];
+  stop(): Promise<void>;
+}
+
+/** Subscribes to `$all` (streams starting with `prefix`) from the end and records commit → delivery for each event. */
+export async function probeCommitToAppend(connectionString: string, prefix: string): Promise<LatencyProbe> {
+  const client = KurrentDBClient.connectionString(connectionString);
+  const samples: number[] = [];
+  const subscription = client.subscribeToAll({ fromPosition: END, filter: streamNameFilter({ prefixes: [prefix] }) });
+  const confirmed = new Promise<void>((resolve) => subscription.once('confirmation', () => resolve()));
+  subscription.on('data', (resolved) => {
+    const event = resolved.event;
+    if (!event) return;
+    const now = Date.now();
+    let metadata = event.metadata as unknown;
+    if (metadata instanceof Uint8Array) metadata = JSON.parse(Buffer.from(metadata).toString('utf8'));
+    const commitTime = (metadata as Record<string, string> | undefined)?.['source.commitTime'];
+    const committed = commitTime ? Date.parse(commitTime) : Number.NaN;
+    if (Number.isFinite(committed)) samples.push(now - committed);
+  });
+  subscription.on('error', () => undefined);
+  await Promise.race([confirmed, new Promise((resolve) => setTimeout(resolve, 5_000))]);
+  return {
+    samples,
+    async stop() {
+      await subscription.unsubscribe().catch(() => undefined);
+      await client.dispose().catch(() => undefined);
+    },
+  };
+}
+
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
