@@ -62,9 +62,12 @@ export interface ContractsConfig {
 
 export interface SnapshotConfig {
   /**
-   * What to do with rows that existed before the slot: `never` streams changes only.
-   * `initial`, `when_needed` and `initial_only` arrive with the snapshot issue.
-   * Default: `never`.
+   * What to do with rows that existed before the slot: `never` streams changes only;
+   * `initial` reads every captured table at the new slot's exported snapshot (when no slot and no
+   * stored position exist yet), then streams from the slot's consistent point; `initial_only`
+   * does the snapshot and stops. Progress is kept in KurrentDB (stream
+   * `event-assembler.snapshot-<name>`), so an interrupted snapshot resumes. `when_needed`
+   * arrives with the next issue. Default: `never`.
    */
   readonly mode?: 'initial' | 'never' | 'when_needed' | 'initial_only';
   /** Rows per snapshot chunk. Default: 1024. */
@@ -169,7 +172,7 @@ export class ConfigError extends EventAssemblerError {
 }
 
 /** Snapshot modes the pipeline runs today. */
-export const SNAPSHOT_MODES_ACCEPTED = ['never'] as const;
+export const SNAPSHOT_MODES_ACCEPTED = ['never', 'initial', 'initial_only'] as const;
 
 const MiB = 1024 * 1024;
 
@@ -247,7 +250,7 @@ const FIXES: Record<string, string> = {
   'destination.mode': "use 'auto' (default), 'multi-stream' or 'per-stream'",
   mappers: 'import your mappers (each made with defineMapper) and pass them as mappers: [...]',
   'contracts.dir': 'set contracts.dir to the directory of your JSON Schema contracts, e.g. contracts/invoicing',
-  'snapshot.mode': "use 'never' (initial snapshots arrive with the snapshot issue)",
+  'snapshot.mode': "use 'never', 'initial' or 'initial_only'",
   'failurePolicy.contractViolation': "use 'halt' (default) or 'park'",
   limits: 'use positive integers',
 };
@@ -308,7 +311,7 @@ export function parseConfig(config: AssemblerConfig, options: ParseConfigOptions
   const c = parsed.data;
 
   if (!(SNAPSHOT_MODES_ACCEPTED as readonly string[]).includes(c.snapshot.mode)) {
-    throw new ConfigError('snapshot.mode', `'${c.snapshot.mode}' is not available yet: it arrives with the snapshot issue`, "use 'never' (stream changes only) and snapshot with `event-assembler snapshot` meanwhile");
+    throw new ConfigError('snapshot.mode', `'${c.snapshot.mode}' is not available yet: it arrives with the next issue (a new snapshot generation when the slot can no longer serve the stored position)`, "use 'initial' (snapshot on first start, refuse an unservable position) or 'never' meanwhile");
   }
 
   const names = new Set<string>();

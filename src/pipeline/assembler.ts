@@ -16,15 +16,20 @@ import type { CommittedTransaction } from '../buffer/index.js';
 import { parseConfig, type AssemblerConfig, type ResolvedConfig } from '../config/schema.js';
 import { loadContractRegistry, type ContractRegistry } from '../contracts/index.js';
 import { EventAssemblerError } from '../errors.js';
-import { contractViolationRecord, mapUnit, uuidv5, EVENT_ASSEMBLER_NAMESPACE, type EventToAppend, type FailedRecord } from '../mapping/index.js';
+import { canonicalKey, contractViolationRecord, mapUnit, uuidv5, EVENT_ASSEMBLER_NAMESPACE, type EventToAppend, type FailedRecord } from '../mapping/index.js';
 import { CHECKPOINT_EVENT_TYPE, checkpointStreamName, createKurrentDBSink, type AppendOutcome, type KurrentDBSink, type Sink, type SinkEvent, type SinkMode, type SinkPosition, type SinkStatus } from '../sink/index.js';
 import { createPostgresSource, type PostgresSource, type SourceStatus } from '../source/index.js';
 import { compareLsn, lsnDistance, makeSourcePosition } from '../source/position.js';
-import type { Lsn, SourceTransaction, SourceUnit } from '../source/types.js';
+import {
+  createIncrementalSnapshot, createSlotWithSnapshot, decideSnapshot, isSnapshotFinished, newSnapshotProgress, readInitialSnapshot, updateTable,
+  type IncrementalSnapshot, type SnapshotDecision, type SnapshotProgress,
+} from '../source/snapshot/index.js';
+import type { Change, Lsn, SnapshotRecord, SourceTransaction, SourceUnit } from '../source/types.js';
 import { createCheckpointCoordinator } from './checkpoint-coordinator.js';
 import { ContractViolationHaltError, RebuildNeededError } from './errors.js';
 import { createAppendLanes, type AppendLanes } from './lanes.js';
 import { createLogger, type Logger } from './logger.js';
+import { createKurrentDBSnapshotStore, snapshotProgressStreamName, type PinnedPosition, type PipelineSnapshotStore } from './snapshot-store.js';
 
 export interface AssemblerDeps {
   /** Default: JSON lines on stderr. Every line passes the configuration's redactor. */
@@ -40,8 +45,25 @@ export interface AssemblerDeps {
 
 export type AssemblerState = 'new' | 'starting' | 'running' | 'stopping' | 'stopped' | 'failed';
 
+export interface SnapshotSummary {
+  /** What the start-up decision was (`initial-snapshot`, `resume-snapshot`, `stream`, `stop`, …). */
+  readonly action: SnapshotDecision['action'];
+  readonly code: string;
+  readonly reason: string;
+  readonly generation: string | null;
+  /** Snapshot rows read by this run (initial and resumed part). */
+  readonly rows: number;
+  /** Events appended (or found already applied) from snapshot records by this run. */
+  readonly events: number;
+  /** The generation is complete (every table done). */
+  readonly finished: boolean;
+  /** Where streaming starts/started: the slot's consistent point (initial snapshot). */
+  readonly consistentPoint: Lsn | null;
+}
+
 export interface RunSummary {
-  readonly reason: 'stopped' | 'source-ended';
+  /** `snapshot-done`: mode `initial_only` finished its snapshot (or found it finished) and stopped. */
+  readonly reason: 'stopped' | 'source-ended' | 'snapshot-done';
   readonly transactions: { readonly received: number; readonly appended: number; readonly skipped: number; readonly parked: number };
   readonly events: { readonly appended: number; readonly replaySkipped: number; readonly byType: Readonly<Record<string, number>> };
   readonly parked: { readonly mapperFailures: number; readonly contractViolations: number };
@@ -49,6 +71,8 @@ export interface RunSummary {
   readonly acknowledgedLsn: Lsn | null;
   readonly mode: SinkMode | null;
   readonly durationMs: number;
+  /** `null` with snapshot mode `never`. */
+  readonly snapshot: SnapshotSummary | null;
 }
 
 export interface AssemblerStatus {
@@ -92,6 +116,8 @@ export interface AssemblerStatus {
   readonly source: SourceStatus | null;
   readonly sink: SinkStatus | null;
   readonly lastError: { readonly code: string | null; readonly message: string } | null;
+  /** `null` with snapshot mode `never`. */
+  readonly snapshot: (SnapshotSummary & { readonly progress: SnapshotProgress | null }) | null;
 }
 
 export interface Assembler {
@@ -147,6 +173,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     wakeStop = () => resolve('stop');
   });
   let runPromise: Promise<RunSummary> | null = null;
+  let stopReason: RunSummary['reason'] | null = null;
   const startedAt = Date.now();
 
   const coordinator = createCheckpointCoordinator<TxPayload>();
@@ -389,14 +416,17 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     }) };
   }
 
-  async function handleTransaction(tx: CommittedTransaction): Promise<void> {
-    counts.received += 1;
-    let changes;
+  async function materialize(tx: CommittedTransaction): Promise<Change[]> {
     try {
-      changes = await tx.toArray();
+      return await tx.toArray();
     } finally {
       await tx.release();
     }
+  }
+
+  async function handleTransaction(tx: CommittedTransaction, materialized?: Change[]): Promise<void> {
+    counts.received += 1;
+    const changes = materialized ?? (await materialize(tx));
     const unit: SourceTransaction = {
       kind: 'transaction',
       xid: tx.xid,
@@ -450,11 +480,221 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     );
   }
 
+  // ---- snapshots ---------------------------------------------------------------------------
+
+  let snapshotStore: PipelineSnapshotStore | null = null;
+  let snapshotProgress: SnapshotProgress | null = null;
+  let incremental: IncrementalSnapshot | null = null;
+  let snapshotInfo: { action: SnapshotDecision['action']; code: string; reason: string; generation: string | null; consistentPoint: Lsn | null; stopAfter: boolean } | null = null;
+  const snapshotCounts = { rows: 0, events: 0 };
+  /** Sink positions of snapshot records handed to the sink and not yet covered by saved progress (see snapshot-store.ts). */
+  const pinned = new Map<string, PinnedPosition>();
+  let snapshotSequence = 0;
+  let snapshotDone = false;
+
+  const pinKey = (record: SnapshotRecord): string => `${record.table}\u0000${canonicalKey(record.change.key)}`;
+
+  async function saveSnapshotProgress(progress: SnapshotProgress): Promise<void> {
+    await snapshotStore!.save(progress, pinned);
+    snapshotProgress = progress;
+  }
+
+  /**
+   * Hands snapshot records to the sink (map → validate → lanes, bounded by the lanes' in-flight
+   * limit) and resolves when all are durable. Before the first append their positions are
+   * recorded with the progress, so a record read again after a crash keeps its position and
+   * the sink's receipt recognises it (DESIGN invariant 3). Progress itself is saved by the caller.
+   */
+  async function deliverSnapshotRecords(records: readonly SnapshotRecord[], lsn: Lsn, systemId: string, progress: SnapshotProgress): Promise<void> {
+    if (records.length === 0) return;
+    const positions = records.map((record) => {
+      const key = pinKey(record);
+      let position = pinned.get(key);
+      if (!position) {
+        position = { lsn, sequence: ++snapshotSequence };
+        pinned.set(key, position);
+      }
+      return position;
+    });
+    await saveSnapshotProgress(progress);
+    const durables: Promise<AppendOutcome>[] = [];
+    for (let i = 0; i < records.length; i++) {
+      const record = records[i]!;
+      const position = positions[i]!;
+      if (stopRequested && fatal) throw fatal;
+      const queued = await handleUnit(
+        record,
+        { kind: 'snapshot', systemId, snapshotGeneration: record.snapshotGeneration, lsn: position.lsn, sequence: position.sequence, table: record.table, key: canonicalKey(record.change.key) },
+        systemId,
+      );
+      if (queued) durables.push(queued.durable.then((outcome) => {
+        snapshotCounts.events += (outcome?.appended ?? 0) + (outcome?.skipped ?? 0);
+        return outcome;
+      }));
+    }
+    snapshotCounts.rows += records.length;
+    await Promise.all(durables);
+    for (const record of records) pinned.delete(pinKey(record));
+  }
+
+  async function identifySystem(): Promise<{ systemId: string }> {
+    const client = new pg.Client({ connectionString: config.source.connection, replication: 'database' } as pg.ClientConfig);
+    client.on('error', () => undefined);
+    await client.connect();
+    try {
+      const r = await client.query<{ systemid: string }>('IDENTIFY_SYSTEM');
+      return { systemId: String(r.rows[0]!.systemid) };
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+
+  async function slotState(): Promise<{ exists: boolean; walStatus: string | null; confirmedFlushLsn: Lsn | null; active: boolean }> {
+    const client = new pg.Client({ connectionString: config.source.connection });
+    client.on('error', () => undefined);
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ confirmed_flush_lsn: string | null; wal_status: string | null; active: boolean }>(
+        'SELECT confirmed_flush_lsn::text AS confirmed_flush_lsn, wal_status, active FROM pg_catalog.pg_replication_slots WHERE slot_name = $1',
+        [config.source.slot],
+      );
+      const row = rows[0];
+      return row ? { exists: true, walStatus: row.wal_status, confirmedFlushLsn: row.confirmed_flush_lsn, active: row.active } : { exists: false, walStatus: null, confirmedFlushLsn: null, active: false };
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+
+  async function dropSlot(): Promise<void> {
+    const client = new pg.Client({ connectionString: config.source.connection });
+    client.on('error', () => undefined);
+    await client.connect();
+    try {
+      await client.query('SELECT pg_catalog.pg_drop_replication_slot($1)', [config.source.slot]);
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+
+  /** The start-up decision (docs/snapshots.md "Modes"), with the pipeline's refinements. */
+  async function decideStart(storedLsn: Lsn | null): Promise<SnapshotDecision> {
+    const mode = config.snapshot.mode;
+    const stored = await snapshotStore!.load();
+    snapshotProgress = stored?.progress ?? null;
+    for (const [k, v] of stored?.pinned ?? []) pinned.set(k, v);
+    const slot = await slotState();
+    const progress = stored?.progress ?? null;
+    if (progress && isSnapshotFinished(progress) && slot.exists && progress.slot === config.source.slot && mode === 'initial') {
+      // The snapshot of this slot is complete; streaming may not have recorded a position yet.
+      return { action: 'stream', mode, generation: null, stopAfterSnapshot: false, recreateSlot: false, code: 'SNAPSHOT_DONE', reason: `snapshot generation ${progress.generation} of slot ${config.source.slot} is complete: streaming from the slot` };
+    }
+    return decideSnapshot({ mode, storedLsn, slot, progress, lastGeneration: progress?.generation ?? null });
+  }
+
+  /** Creates the slot with an exported snapshot, reads every captured table at it and makes the records durable. */
+  async function runInitialSnapshotPhase(decision: SnapshotDecision, systemId: string): Promise<void> {
+    const generation = decision.generation!;
+    if (decision.recreateSlot) {
+      const slot = await slotState();
+      if (slot.active) throw new EventAssemblerError('SNAPSHOT_SLOT_ACTIVE', `replication slot "${config.source.slot}" must be re-created for the initial snapshot (${decision.reason}), but another process is streaming from it`, { slot: config.source.slot });
+      log.warn('snapshot: dropping the slot to re-create it with an exported snapshot', { slot: config.source.slot, reason: decision.reason });
+      await dropSlot();
+    }
+    const exported = await createSlotWithSnapshot({ connection: config.source.connection, slot: config.source.slot });
+    try {
+      const tables = config.source.tables.map((t) => t.table);
+      let progress = newSnapshotProgress({ generation, kind: 'initial', mode: config.snapshot.mode, tables, reason: decision.reason, slot: exported.slot, consistentPoint: exported.consistentPoint });
+      pinned.clear();
+      await saveSnapshotProgress(progress);
+      snapshotInfo = { ...snapshotInfo!, consistentPoint: exported.consistentPoint };
+      log.info('snapshot: slot created with an exported snapshot; reading captured tables', { slot: exported.slot, consistentPoint: exported.consistentPoint, generation, tables, parallelism: config.snapshot.parallelism });
+      for await (const batch of readInitialSnapshot({
+        connection: config.source.connection, snapshotName: exported.snapshotName, tables, snapshotGeneration: generation,
+        parallelism: config.snapshot.parallelism, batchRows: config.snapshot.chunkSize,
+      })) {
+        if (stopRequested) break;
+        await deliverSnapshotRecords(batch.records, exported.consistentPoint, systemId, progress);
+        const entry = progress.tables.find((t) => t.table === batch.table)!;
+        progress = updateTable(progress, batch.table, {
+          status: batch.tableDone ? 'done' : 'running',
+          lastKey: batch.lastKey ?? entry.lastKey,
+          rowsDone: batch.rowsDone,
+          estimatedRows: batch.estimatedRows,
+          chunksDone: entry.chunksDone + (batch.records.length > 0 ? 1 : 0),
+        });
+        await saveSnapshotProgress(progress);
+        if (batch.tableDone) log.info('snapshot: table done', { table: batch.table, rows: batch.rowsDone, generation });
+      }
+      if (isSnapshotFinished(progress)) {
+        snapshotDone = true;
+        log.info('snapshot: complete', { generation, rows: snapshotCounts.rows, events: snapshotCounts.events, consistentPoint: exported.consistentPoint });
+      }
+    } finally {
+      await exported.close();
+    }
+  }
+
+  /** An interrupted initial snapshot: the rest is read incrementally (watermarks) while streaming from the slot. */
+  function startResume(progress: SnapshotProgress): void {
+    incremental = createIncrementalSnapshot({
+      connection: config.source.connection,
+      progress,
+      store: { load: () => Promise.resolve(snapshotProgress), save: (p) => saveSnapshotProgress(p) },
+      chunkSize: config.snapshot.chunkSize,
+      onRetry: (chunk, attempt) => log.warn('snapshot: chunk must be read again', { table: chunk.table, attempt, blockedBy: chunk.blockedBy }),
+    });
+    const inc = incremental;
+    log.info('snapshot: resuming the interrupted snapshot incrementally while streaming', { generation: progress.generation, tables: progress.tables.filter((t) => t.status !== 'done').map((t) => ({ table: t.table, status: t.status, lastKey: t.lastKey })) });
+    void inc.run().then(
+      (final) => {
+        snapshotDone = true;
+        incremental = null;
+        void inc.close();
+        log.info('snapshot: complete (resumed)', { generation: final.generation, rows: snapshotCounts.rows, events: snapshotCounts.events });
+        if (snapshotInfo?.stopAfter) {
+          stopReason = 'snapshot-done';
+          stopRequested = true;
+          wakeStop?.();
+        }
+      },
+      (error: unknown) => {
+        if (!stopRequested) setFatal(error);
+      },
+    );
+  }
+
+  /** While an incremental snapshot runs, every transaction passes its watermark window. */
+  async function handleWithWindow(tx: CommittedTransaction, inc: IncrementalSnapshot, systemId: string): Promise<void> {
+    const changes = await materialize(tx);
+    const outputs = inc.window.accept({ xid: tx.xid }, changes);
+    let records: SnapshotRecord[] = [];
+    for (const output of outputs) {
+      if (output.kind === 'transaction') await handleTransaction(tx, changes);
+      else if (output.kind === 'snapshot') records.push(output.record);
+      else {
+        await deliverSnapshotRecords(records, tx.commitLsn, systemId, inc.progress());
+        records = [];
+        await inc.chunkDurable(output.chunk);
+      }
+    }
+  }
+
+  function snapshotSummary(): SnapshotSummary | null {
+    if (!snapshotInfo) return null;
+    return {
+      action: snapshotInfo.action, code: snapshotInfo.code, reason: snapshotInfo.reason, generation: snapshotInfo.generation,
+      rows: snapshotCounts.rows, events: snapshotCounts.events,
+      finished: snapshotDone || (snapshotProgress !== null && isSnapshotFinished(snapshotProgress)),
+      consistentPoint: snapshotInfo.consistentPoint,
+    };
+  }
+
   // ---- run / stop --------------------------------------------------------------------------
 
   async function closeAll(): Promise<void> {
+    await incremental?.close().catch(() => undefined);
     await source?.close().catch(() => undefined);
-    await Promise.allSettled([...laneSinks.map((s) => s.close()), checkpointSink?.close()]);
+    await Promise.allSettled([...laneSinks.map((s) => s.close()), checkpointSink?.close(), snapshotStore?.close()]);
   }
 
   async function runOnce(): Promise<RunSummary> {
@@ -495,6 +735,48 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         if (recordedLsn && slotConfirmed && compareLsn(slotConfirmed, recordedLsn) > 0) recordedLsn = slotConfirmed;
       }
 
+      let systemId: string | null = null;
+      let resumeFrom: SnapshotProgress | null = null;
+      if (config.snapshot.mode !== 'never') {
+        snapshotStore = createKurrentDBSnapshotStore(config.destination.connectionString, config.name);
+        const decision = await decideStart(last?.endLsn ?? null);
+        snapshotInfo = { action: decision.action, code: decision.code, reason: decision.reason, generation: decision.generation, consistentPoint: snapshotProgress?.consistentPoint ?? null, stopAfter: decision.stopAfterSnapshot };
+        log.info('snapshot: decision', { mode: config.snapshot.mode, action: decision.action, code: decision.code, reason: decision.reason, generation: decision.generation, progressStream: snapshotProgressStreamName(config.name) });
+        switch (decision.action) {
+          case 'refuse':
+            throw new RebuildNeededError(decision.reason, { slot: config.source.slot, code: decision.code });
+          case 'new-generation':
+            throw new EventAssemblerError(
+              'SNAPSHOT_CANNOT_RESUME',
+              `${decision.reason}. This assembler does not start new generations on its own yet (mode 'when_needed' arrives with the next issue): ` +
+                `delete the snapshot progress stream ${snapshotProgressStreamName(config.name)} and this assembler's streams (or use a new assembler name), then start again for a fresh initial snapshot`,
+              { slot: config.source.slot, code: decision.code, progressStream: snapshotProgressStreamName(config.name) },
+            );
+          case 'stop':
+            stopReason = 'snapshot-done';
+            throw new StopBeforeStart();
+          case 'initial-snapshot':
+            if (stopRequested) throw new StopBeforeStart();
+            state = 'running';
+            systemId = (await identifySystem()).systemId;
+            await runInitialSnapshotPhase(decision, systemId);
+            if (stopRequested) throw new StopBeforeStart();
+            if (!snapshotDone) throw new Error('unreachable: initial snapshot ended unfinished');
+            if (decision.stopAfterSnapshot) {
+              stopReason = 'snapshot-done';
+              throw new StopBeforeStart();
+            }
+            break;
+          case 'resume-snapshot':
+            resumeFrom = snapshotProgress;
+            systemId = (await identifySystem()).systemId;
+            break;
+          case 'stream':
+            snapshotDone = snapshotProgress !== null && isSnapshotFinished(snapshotProgress);
+            break;
+        }
+      }
+
       source =
         deps.source ??
         createPostgresSource({
@@ -522,6 +804,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         publication: config.source.publication,
         tables: config.source.tables.map((t) => t.table),
         snapshot: config.snapshot.mode,
+        ...(snapshotInfo ? { snapshotAction: snapshotInfo.action } : {}),
         contractViolation: config.failurePolicy.contractViolation,
         lastCheckpoint: last?.endLsn ?? null,
         slotConfirmedFlushLsn: slotConfirmed,
@@ -531,6 +814,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         idleTimer = setInterval(() => void idleCheckpoint(), IDLE_CHECKPOINT_INTERVAL_MS);
         idleTimer.unref?.();
       }
+      if (resumeFrom) startResume(resumeFrom);
 
       const iterator = source.transactions()[Symbol.asyncIterator]();
       for (;;) {
@@ -550,7 +834,9 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
           await winner.value.release();
           break;
         }
-        await handleTransaction(winner.value);
+        const inc = incremental;
+        if (inc && systemId) await handleWithWindow(winner.value, inc, systemId);
+        else await handleTransaction(winner.value);
       }
     } catch (error) {
       if (!(error instanceof StopBeforeStart)) setFatal(error);
@@ -561,7 +847,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     await lanes?.drain();
     await flushCheckpoints();
     await closeAll();
-    const result = summary(reason);
+    const result = summary(stopReason ?? reason);
     if (fatal) {
       state = 'failed';
       log.error('assembler stopped after a fatal error', { ...result, error: errorInfo(fatal) });
@@ -600,6 +886,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       acknowledgedLsn,
       mode,
       durationMs: Date.now() - startedAt,
+      snapshot: snapshotSummary(),
     };
   }
 
@@ -650,6 +937,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         source: s,
         sink: sinkStatus,
         lastError: fatal ? errorInfo(fatal) : s?.lastError ? errorInfo(s.lastError) : null,
+        snapshot: snapshotInfo ? { ...snapshotSummary()!, progress: snapshotProgress } : null,
       };
     },
   };

@@ -98,6 +98,14 @@ export interface SinkStatus {
   readonly cachedStreams: number;
   readonly appendedEvents: number;
   readonly skippedEvents: number;
+  /**
+   * Stream tails read since start. A stream's first touch appends optimistically (as a new
+   * stream) and reads its tail only when that append says the stream exists — so appending to
+   * new streams reads none. Optional: aggregates of several sinks may leave it out.
+   */
+  readonly tailReads?: number;
+  /** Reads of the log's head (`$all`, at most one per sink, before its first optimistic append). */
+  readonly logHeadReads?: number;
 }
 
 /** The stage's interface: a verb and `close()`. */

@@ -5,8 +5,11 @@
  *  1. every append names a *specific* expected revision (or `no_stream`) — never `any`, whose
  *     deduplication is a bounded in-memory cache that a server restart empties;
  *  2. every event carries a receipt (receipt.ts), so the tail of a stream says which unit and
- *     which of its events were applied last; on first touch after a start the sink reads each
- *     stream's tail (backwards, one event) to learn its revision and receipt;
+ *     which of its events were applied last. On first touch after a start the sink appends
+ *     optimistically with `no_stream` (most streams are new); only when the server says the
+ *     stream exists — a wrong expected version, or an idempotent answer (the events were already
+ *     there: a replay) — does it read the stream's tail (backwards, one event) to learn its
+ *     revision and receipt, and go on from there;
  *  3. event ids are deterministic, so a retry whose earlier attempt did land is answered by the
  *     server's strong idempotency check (same ids at the same revisions) instead of duplicating.
  *
@@ -70,8 +73,8 @@ export interface KurrentDBSinkOptions {
    */
   readonly timeoutMs?: number;
   /**
-   * Streams whose revision and receipt stay cached (least recently used are forgotten and their
-   * tail re-read on next touch — correct, only slower).
+   * Streams whose revision and receipt stay cached (least recently used are forgotten; their next
+   * touch is a first touch again — correct, only slower when the stream exists).
    * @default 100000
    */
   readonly maxCachedStreams?: number;
@@ -153,8 +156,14 @@ interface StreamState {
 
 const EMPTY_STREAM: StreamState = { revision: NO_STREAM, receipt: null, tail: null };
 
+/**
+ * A stream touched for the first time in this process, its tail not read: assumed new, so the
+ * append goes out optimistically with `no_stream`. Never cached; compared by identity.
+ */
+const ASSUMED_NEW: StreamState = { revision: NO_STREAM, receipt: null, tail: null };
+
 /** Stream states, least recently used first (a Map keeps insertion order). */
-function createStreamCache(capacity: number) {
+function createStreamCache(capacity: number, onEvict: () => void = () => undefined) {
   const entries = new Map<string, StreamState>();
   return {
     get(stream: string): StreamState | undefined {
@@ -168,7 +177,10 @@ function createStreamCache(capacity: number) {
     set(stream: string, state: StreamState): void {
       entries.delete(stream);
       entries.set(stream, state);
-      if (entries.size > capacity) entries.delete(entries.keys().next().value!);
+      if (entries.size > capacity) {
+        entries.delete(entries.keys().next().value!);
+        onEvict();
+      }
     },
     delete(stream: string): void {
       entries.delete(stream);
@@ -259,7 +271,24 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   const client = KurrentDBClient.connectionString(config.connectionString);
   let reader = KurrentDBClient.connectionString(config.connectionString);
   let readerSuspect = false;
-  const streams = createStreamCache(config.maxCachedStreams);
+  // Optimistic first touch (no tail read): a stream not in the cache is appended to with
+  // `no_stream`. Success means the stream was new — or the server's strong idempotency found these
+  // very events at revisions 0..n (a replay), and then the stream may go on after them. The answer
+  // alone does not tell the two apart (both give revision n), its log position does: an idempotent
+  // answer carries the original write's position, at or below the log's head read before our first
+  // optimistic append; a fresh write lands above it. Idempotent (or position-less) answers are
+  // followed by a tail read. A wrong expected version means the stream exists: read its tail and
+  // apply the receipts, as a first touch always did.
+  let logHead: bigint | null | undefined; // undefined: not read yet; null: unavailable (tails are read first)
+  let logHeadRead: Promise<bigint | null> | undefined;
+  let highestSeen = -1n; // highest log position our appends were answered with
+  const streams = createStreamCache(config.maxCachedStreams, () => {
+    // A forgotten stream may be one we wrote in this process: idempotent answers up to what we
+    // have seen must read the tail too.
+    if (typeof logHead === 'bigint' && highestSeen > logHead) logHead = highestSeen;
+  });
+  /** Streams whose state was dropped (a failure, `forget()`): their next touch reads the tail first. */
+  const mustRead = new Set<string>();
   const closing = new AbortController();
   let closed = false;
   let limit = config.maxAppendSize;
@@ -272,6 +301,8 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     lastError: null as SinkStatus['lastError'],
     appendedEvents: 0,
     skippedEvents: 0,
+    tailReads: 0,
+    logHeadReads: 0,
   };
 
   const closedError = (cause?: unknown): SinkError =>
@@ -313,15 +344,65 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     }
   }
 
+  /** The reader for the next read: a fresh one when the last read saw the bridge unavailable. */
+  function currentReader(): KurrentDBClient {
+    if (readerSuspect) {
+      const previous = reader;
+      reader = KurrentDBClient.connectionString(config.connectionString);
+      readerSuspect = false;
+      void previous.dispose().catch(() => undefined);
+    }
+    return reader;
+  }
+
+  /**
+   * The log's head (commit position of its last record), read once before the first optimistic
+   * append. `null` when it cannot be read (e.g. no permission to read `$all`): then every first
+   * touch reads the stream's tail first, as before.
+   */
+  function optimisticHead(): Promise<bigint | null> {
+    logHeadRead ??= (async () => {
+      stats.logHeadReads += 1;
+      try {
+        logHead = await retrying('read-tail', { stream: '$all' }, async () => {
+          try {
+            for await (const resolved of currentReader().readAll({ direction: BACKWARDS, fromPosition: END, maxCount: 1 })) {
+              const position = resolved.event?.position?.commit ?? resolved.commitPosition;
+              if (position !== undefined) return position;
+            }
+            return -1n;
+          } catch (error) {
+            if (errorType(error) === 'unavailable') readerSuspect = true;
+            throw error;
+          }
+        });
+      } catch (error) {
+        if (error instanceof SinkError) throw error; // closed, or retries exhausted: try again next call
+        logger.warn('kurrentdb sink: cannot read the log head ($all); each stream\'s tail is read on first touch instead (slower)', { error: errorMessage(error) });
+        logHead = null;
+      }
+      return logHead;
+    })().catch((error: unknown) => {
+      logHeadRead = undefined;
+      throw error;
+    });
+    return logHeadRead;
+  }
+
+  /** Notes an append's answered position; says whether it was a fresh write, an idempotent answer, or cannot tell. */
+  function classify(position: bigint | undefined): 'fresh' | 'idempotent' | 'unknown' {
+    if (position === undefined || position < 0n) return 'unknown';
+    const head = logHead;
+    const answer = typeof head !== 'bigint' ? 'unknown' : position > head ? 'fresh' : 'idempotent';
+    if (position > highestSeen) highestSeen = position;
+    return answer;
+  }
+
   /** Reads a stream's last event: its revision and receipt. */
   async function readTail(stream: string): Promise<StreamState> {
+    stats.tailReads += 1;
     return retrying('read-tail', { stream }, async () => {
-      if (readerSuspect) {
-        const previous = reader;
-        reader = KurrentDBClient.connectionString(config.connectionString);
-        readerSuspect = false;
-        void previous.dispose().catch(() => undefined);
-      }
+      const reader = currentReader();
       try {
         for await (const resolved of reader.readStream(stream, { direction: BACKWARDS, fromRevision: END, maxCount: 1 })) {
           const event = resolved.event;
@@ -343,12 +424,29 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     });
   }
 
+  /** What is known of a stream: cached, or `ASSUMED_NEW` on an optimistic first touch, or its tail read now. */
   async function stateOf(stream: string): Promise<StreamState> {
     const cached = streams.get(stream);
     if (cached) return cached;
+    if (!mustRead.has(stream) && (await optimisticHead()) !== null) return ASSUMED_NEW;
+    return refresh(stream);
+  }
+
+  /** Reads the stream's tail and caches it. */
+  async function refresh(stream: string): Promise<StreamState> {
+    streams.delete(stream);
     const state = await readTail(stream);
+    mustRead.delete(stream);
     streams.set(stream, state);
     return state;
+  }
+
+  /** Forgets a stream's state after a failure: its next touch reads the tail (did a write land?). */
+  function drop(stream: string): void {
+    streams.delete(stream);
+    mustRead.delete(stream);
+    mustRead.add(stream);
+    if (mustRead.size > config.maxCachedStreams) mustRead.delete(mustRead.values().next().value!);
   }
 
   function deletedError(stream: string, cause: unknown): SinkError {
@@ -363,7 +461,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     ours: Receipt | null,
     cause?: unknown,
   ): StreamConflictError {
-    streams.delete(stream);
+    drop(stream);
     return new StreamConflictError(
       {
         stream,
@@ -400,8 +498,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
    * first event we tried, an earlier attempt landed — the caller re-plans. Otherwise: another writer.
    */
   async function explainConflict(stream: string, expected: Revision, first: Receipt, cause: unknown): Promise<void> {
-    streams.delete(stream);
-    const fresh = await stateOf(stream);
+    const fresh = await refresh(stream);
     const theirs = fresh.receipt;
     if (theirs && receiptsComparable(theirs, first) && compareReceipts(theirs, first) >= 0) {
       logger.info('kurrentdb sink: an earlier attempt had landed; continuing after its receipt', {
@@ -430,6 +527,9 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   async function appendPerStream(unit: ReceiptUnit, group: Group): Promise<number> {
     const { stream } = group;
     let appended = 0;
+    // After an optimistic first attempt met an existing stream, the next request re-sends it at
+    // the right revision: a retry of the same request, so the hook is not called again.
+    let resend = false;
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const todo = remaining(group, unit, await stateOf(stream));
       if (todo.length === 0) return group.events.length - appended;
@@ -437,8 +537,11 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       let replan = false;
       while (parts.length > 0 && !replan) {
         const part = parts.shift()!;
-        const expected = (await stateOf(stream)).revision;
-        await hooks.beforeAppend?.({ streams: [stream], events: part.length, mode: 'per-stream' });
+        const state = await stateOf(stream);
+        const optimistic = state === ASSUMED_NEW;
+        const expected = state.revision;
+        if (!resend) await hooks.beforeAppend?.({ streams: [stream], events: part.length, mode: 'per-stream' });
+        resend = false;
         try {
           const result = await retrying('append', { stream, events: part.length, expectedRevision: revisionText(expected) }, () =>
             client.appendToStream(
@@ -447,13 +550,28 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
               { streamState: expected },
             ),
           );
-          const last = part[part.length - 1]!;
-          streams.set(stream, { revision: result.nextExpectedRevision, receipt: last.receipt, tail: { id: last.id, type: last.type, revision: result.nextExpectedRevision } });
-          appended += part.length;
+          const answer = classify(result.position?.commit);
+          if (optimistic && answer !== 'fresh') {
+            // The stream existed and began with these very events (or we cannot tell): nothing was
+            // duplicated, but the stream may go on after them — learn its tail and re-plan.
+            if (answer === 'unknown') appended += part.length;
+            await refresh(stream);
+            replan = true;
+          } else {
+            const last = part[part.length - 1]!;
+            streams.set(stream, { revision: result.nextExpectedRevision, receipt: last.receipt, tail: { id: last.id, type: last.type, revision: result.nextExpectedRevision } });
+            appended += part.length;
+          }
         } catch (error) {
           const type = errorType(error);
           if (type === 'wrong-expected-version') {
-            await explainConflict(stream, expected, part[0]!.receipt, error);
+            if (optimistic) {
+              // Not a new stream: nothing was written; read its tail and apply the receipts.
+              await refresh(stream);
+              resend = true;
+            } else {
+              await explainConflict(stream, expected, part[0]!.receipt, error);
+            }
             replan = true;
           } else if (type === 'maximum-append-size-exceeded') {
             const serverLimit = (error as { maxAppendSize?: unknown }).maxAppendSize;
@@ -469,7 +587,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
               parts.unshift(part.slice(0, half), part.slice(half));
             }
           } else {
-            streams.delete(stream); // did it land? the next call re-reads the tail
+            drop(stream); // did it land? the next call re-reads the tail
             if (type === 'stream-deleted' || type === 'stream-tombstoned') throw deletedError(stream, error);
             throw error;
           }
@@ -513,7 +631,9 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     const appended = new Map<string, number>(groups.map((group) => [group.stream, 0]));
     const skipped = (): Map<string, number> => new Map(groups.map((group) => [group.stream, group.events.length - (appended.get(group.stream) ?? 0)]));
     let callLimit = limit;
+    let resend = false; // as in appendPerStream: re-sending after an optimistic first attempt is a retry
     for (let round = 0; round < MAX_ROUNDS; round++) {
+      // Tails that must be read are read in parallel; optimistic first touches read none.
       const states = await Promise.all(groups.map((group) => stateOf(group.stream)));
       const plans: Group[] = [];
       groups.forEach((group, i) => {
@@ -532,33 +652,57 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       let replan = false;
       for (const chunk of chunks) {
         const requests: AppendStreamRequest[] = [];
+        const optimistic = new Set<string>();
         for (const plan of chunk) {
-          requests.push({ streamName: plan.stream, events: plan.events.map((event) => event.eventData), expectedState: (await stateOf(plan.stream)).revision });
+          const state = await stateOf(plan.stream);
+          if (state === ASSUMED_NEW) optimistic.add(plan.stream);
+          requests.push({ streamName: plan.stream, events: plan.events.map((event) => event.eventData), expectedState: state.revision });
         }
         const eventCount = chunk.reduce((n, plan) => n + plan.events.length, 0);
-        await hooks.beforeAppend?.({ streams: chunk.map((plan) => plan.stream), events: eventCount, mode: 'multi-stream' });
+        if (!resend) await hooks.beforeAppend?.({ streams: chunk.map((plan) => plan.stream), events: eventCount, mode: 'multi-stream' });
+        resend = false;
         try {
           const result = await retrying('multi-stream-append', { streams: chunk.map((plan) => plan.stream), events: eventCount }, () => client.multiStreamAppend(requests));
+          const answer = classify(result.position);
           const revisions = new Map(result.responses.map((response) => [response.streamName, response.revision]));
           for (const plan of chunk) {
+            if (optimistic.has(plan.stream) && answer !== 'fresh') {
+              // Idempotent (every stream of the call, or it would have failed) or cannot tell:
+              // these streams existed with these events and may go on after them — tails below.
+              if (answer === 'unknown') appended.set(plan.stream, (appended.get(plan.stream) ?? 0) + plan.events.length);
+              continue;
+            }
             const revision = revisions.get(plan.stream);
             const last = plan.events[plan.events.length - 1]!;
-            if (revision === undefined) streams.delete(plan.stream);
+            if (revision === undefined) drop(plan.stream);
             else streams.set(plan.stream, { revision, receipt: last.receipt, tail: { id: last.id, type: last.type, revision } });
             appended.set(plan.stream, (appended.get(plan.stream) ?? 0) + plan.events.length);
           }
-        } catch (error) {
-          // The call is atomic: either all of it landed or none; the receipts will tell.
-          for (const plan of chunk) streams.delete(plan.stream);
-          const type = errorType(error);
-          const grpcCode = (error as { code?: unknown }).code;
-          if (type === 'wrong-expected-version') {
-            const conflicted = (error as { streamName?: unknown }).streamName;
-            const index = Math.max(0, chunk.findIndex((plan) => plan.stream === conflicted));
-            await explainConflict(chunk[index]!.stream, requests[index]!.expectedState as Revision, chunk[index]!.events[0]!.receipt, error);
+          if (optimistic.size > 0 && answer !== 'fresh') {
+            await Promise.all([...optimistic].map((stream) => refresh(stream)));
             replan = true;
             break;
           }
+        } catch (error) {
+          // The call is atomic: either all of it landed or none; the receipts will tell.
+          const type = errorType(error);
+          const grpcCode = (error as { code?: unknown }).code;
+          if (type === 'wrong-expected-version') {
+            // Nothing was written. The error names one failing stream; first-touch streams of this
+            // call may exist too: read all their tails at once, and explain a known stream's conflict.
+            const conflicted = (error as { streamName?: unknown }).streamName;
+            const found = chunk.findIndex((plan) => plan.stream === conflicted);
+            const index = found >= 0 ? found : optimistic.size > 0 ? -1 : 0;
+            const named = index >= 0 && !optimistic.has(chunk[index]!.stream) ? index : -1;
+            await Promise.all([
+              ...[...optimistic].map((stream) => refresh(stream)),
+              ...(named >= 0 ? [explainConflict(chunk[named]!.stream, requests[named]!.expectedState as Revision, chunk[named]!.events[0]!.receipt, error)] : []),
+            ]);
+            resend = named < 0;
+            replan = true;
+            break;
+          }
+          for (const plan of chunk) drop(plan.stream);
           if (type === 'unsupported' || grpcCode === 12 /* UNIMPLEMENTED */) {
             if (config.mode === 'multi-stream') {
               throw new SinkError('SINK_MULTI_STREAM_UNSUPPORTED', 'the server no longer serves multi-stream append (mode "multi-stream" was required)', {}, { cause: error });
@@ -676,6 +820,8 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     let skipped: Map<string, number> | null = null;
     if (mode === 'multi-stream') skipped = await appendMultiStream(unit, groups);
     if (!skipped) {
+      // Tails that must be read (after a failure, or without optimistic first touches) are read in parallel.
+      await Promise.all(groups.map((group) => stateOf(group.stream)));
       skipped = new Map();
       for (const group of groups) skipped.set(group.stream, await appendPerStream(unit, group));
     }
@@ -732,7 +878,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       return run;
     },
     forget(names: readonly string[]): void {
-      for (const name of names) streams.delete(name);
+      for (const name of names) drop(name);
     },
     status(): SinkStatus {
       return {
@@ -744,6 +890,8 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
         cachedStreams: streams.size,
         appendedEvents: stats.appendedEvents,
         skippedEvents: stats.skippedEvents,
+        tailReads: stats.tailReads,
+        logHeadReads: stats.logHeadReads,
       };
     },
     async close(): Promise<void> {
@@ -753,6 +901,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       await queue;
       await Promise.allSettled([client.dispose(), reader.dispose()]);
       streams.clear();
+      mustRead.clear();
     },
   };
 }

@@ -29,6 +29,7 @@ export * from './kurrentdb/index.js';
 export {
   verifyDestination,
   createReferenceSlot,
+  createReferenceSlotWithSnapshot,
   dropReferenceSlot,
   formatDestinationReport,
   compareEvents,

@@ -35,6 +35,7 @@ import { FORWARDS, KurrentDBClient, START } from '@kurrent/kurrentdb-client';
 import pg from 'pg';
 import { mapUnit, mapperRequirements, type AnyMapper, type MapContext } from '../mapping/index.js';
 import { createPostgresSource, type PostgresSourceTable } from '../source/index.js';
+import { createSlotWithSnapshot, readInitialSnapshot } from '../source/snapshot/index.js';
 import type { Change, SourceTransaction } from '../source/types.js';
 
 /** Prefix of the marker message the verifier writes into the WAL. */
@@ -70,8 +71,9 @@ export interface VerifyDestinationOptions {
    */
   readonly expectedBefore?: readonly ExpectedEvent[];
   /**
-   * Destination streams left out of the comparison. Default: system streams (`$…`) and the
-   * assembler's checkpoint stream (`event-assembler.checkpoint-<assembler>`). The failed-records
+   * Destination streams left out of the comparison. Default: system streams (`$…`), the
+   * assembler's checkpoint stream (`event-assembler.checkpoint-<assembler>`) and its snapshot
+   * progress stream (`event-assembler.snapshot-<assembler>`). The failed-records
    * stream is compared: parked records are expected only where the reference parks them too.
    */
   readonly ignoreStream?: (stream: string) => boolean;
@@ -125,6 +127,40 @@ export interface DestinationReport {
 export async function createReferenceSlot(connection: string | pg.ClientConfig, slot: string): Promise<{ readonly slot: string; readonly lsn: string }> {
   const rows = await query<{ lsn: string }>(connection, `SELECT lsn::text AS lsn FROM pg_create_logical_replication_slot($1, 'pgoutput')`, [slot]);
   return { slot, lsn: rows[0]!.lsn };
+}
+
+/**
+ * Creates the reference slot WITH an exported snapshot and maps what that snapshot holds, for a
+ * destination filled by an initial snapshot (`snapshot.mode: 'initial'`): the returned
+ * `expectedBefore` are the events the assembler's snapshot must have written, provided nothing
+ * commits between this call and the creation of the assembler's slot (both snapshots then hold
+ * exactly the same commits, and both streams start after them). Pass `generation` and
+ * `assembler` as the assembler uses them: snapshot event ids come from (assembler, generation,
+ * table, key, mapper, ordinal). `connection` must be allowed to create slots (REPLICATION).
+ */
+export async function createReferenceSlotWithSnapshot(
+  connection: string,
+  slot: string,
+  options: { readonly mappers: readonly AnyMapper[]; readonly assembler: string; readonly generation: string; readonly tables?: readonly string[]; readonly sourceIdentity?: string },
+): Promise<{ readonly slot: string; readonly lsn: string; readonly expectedBefore: ExpectedEvent[]; readonly rows: number }> {
+  const exported = await createSlotWithSnapshot({ connection, slot });
+  try {
+    const tables = options.tables ?? Object.keys(mapperRequirements(options.mappers));
+    const context: MapContext = { assembler: options.assembler, sourceIdentity: options.sourceIdentity ?? 'reference' };
+    const expectedBefore: ExpectedEvent[] = [];
+    let rows = 0;
+    for await (const batch of readInitialSnapshot({ connection, snapshotName: exported.snapshotName, tables, snapshotGeneration: options.generation })) {
+      for (const record of batch.records) {
+        rows += 1;
+        const result = mapUnit(options.mappers, record, context);
+        for (const e of result.events) expectedBefore.push({ id: e.id, stream: e.stream, type: e.type, data: e.data });
+        for (const f of result.failed) expectedBefore.push({ id: f.id, stream: f.stream, type: f.type, data: f.data });
+      }
+    }
+    return { slot: exported.slot, lsn: exported.consistentPoint, expectedBefore, rows };
+  } finally {
+    await exported.close();
+  }
 }
 
 /** Drops the reference slot (terminating a reader still attached). Idempotent. */
@@ -302,7 +338,8 @@ export function compareEvents(expected: readonly ExpectedEvent[], actual: readon
  */
 export async function verifyDestination(options: VerifyDestinationOptions): Promise<DestinationReport> {
   const checkpointStream = `event-assembler.checkpoint-${options.assembler}`;
-  const ignoreStream = options.ignoreStream ?? ((stream: string) => stream.startsWith('$') || stream === checkpointStream);
+  const snapshotProgressStream = `event-assembler.snapshot-${options.assembler}`;
+  const ignoreStream = options.ignoreStream ?? ((stream: string) => stream.startsWith('$') || stream === checkpointStream || stream === snapshotProgressStream);
   const { events, transactions } = await expectedFromReference(options);
   const actual = await readDestination(options.destination.connectionString, ignoreStream);
   return compareEvents(

@@ -64,6 +64,14 @@ describe('demo on given servers (--source, --kurrentdb)', () => {
     expect(run.stdout).toMatch(/sensitive +none of \d+ customer email\/card_number values/);
     expect(run.stdout).toMatch(/lag +commit → durable in KurrentDB over \d+ transactions: p50 \d+ ms, p99 \d+ ms/);
     for (const type of ['CustomerRegistered', 'InvoiceDrafted', 'InvoiceIssued', 'InvoicePaid', 'InvoiceVoided']) expect(run.stdout).toMatch(new RegExp(`${type} +[1-9]\\d* +\\(source history: [1-9]`));
+    // Rows seeded before the assembler starts arrive as snapshot records: InvoiceImported, one per seeded invoice.
+    const imported = /InvoiceImported +([1-9]\d*) +\(source history: ([1-9]\d*)\)/.exec(run.stdout);
+    expect(imported, run.stdout).not.toBeNull();
+    expect(imported![1]).toBe(imported![2]);
+    const seededInvoices = /seeded \d+ customers, (\d+) invoices .*before the assembler starts/.exec(run.stdout);
+    expect(seededInvoices, run.stdout).not.toBeNull();
+    expect(imported![1]).toBe(seededInvoices![1]);
+    expect(run.stdout).toMatch(/snapshot +generation 1 \(initial-snapshot\): \d+ rows read at the slot's exported snapshot → \d+ events; complete, streaming from consistent point \d+\/[0-9A-F]+/);
     expect(run.stdout.trimEnd().endsWith('demo: OK')).toBe(true);
   });
 

@@ -346,6 +346,141 @@ describe.each([
     expect(ids(db, a)).toHaveLength(3);
   });
 
+  // ---- optimistic first touch: no tail read for new streams ----
+
+  it('first touch: appending N units to N new streams reads no stream tail', async () => {
+    const db = await server({ features });
+    const id = unique();
+    const assembler = `asm_${id}`;
+    const requests: string[][] = [];
+    const s = await sink(db, { assembler, hooks: { beforeAppend: ({ streams }) => void requests.push([...streams]) } });
+    const n = 12;
+    for (let i = 1; i <= n; i++) {
+      const outcome = await s.append(tx(id, i, [[`invoice-${id}-${i}`, 'InvoiceIssued']]));
+      expect(outcome).toMatchObject({ appended: 1, skipped: 0, checkpoint: 'appended', mode });
+      expect(outcome.streams).toEqual([{ stream: `invoice-${id}-${i}`, appended: 1, skipped: 0, revision: 0n }]);
+    }
+    // One request per unit (per stream in per-stream mode), none of them failed or repeated.
+    expect(requests).toHaveLength(mode === 'multi-stream' ? n : 2 * n);
+    expect(s.status()).toMatchObject({ tailReads: 0, logHeadReads: 1, appendedEvents: n, skippedEvents: 0, cachedStreams: n + 1 });
+    for (let i = 1; i <= n; i++) expect(ids(db, `invoice-${id}-${i}`)).toHaveLength(1);
+    expect(ids(db, checkpointStreamName(assembler))).toHaveLength(n);
+  });
+
+  it('first touch: a new instance replaying units whose streams exist writes nothing, then continues at the real tails', async () => {
+    const db = await server({ features });
+    const id = unique();
+    const assembler = `asm_${id}`;
+    const [a, b, c] = [`invoice-${id}-1`, `customer-${id}-1`, `invoice-${id}-2`];
+    const units = [
+      tx(id, 1, [
+        [a, 'InvoiceIssued'],
+        [b, 'CustomerBilled'],
+      ]),
+      tx(id, 2, [
+        [a, 'InvoiceLineAdded'],
+        [a, 'InvoiceLineAdded'],
+        [c, 'InvoiceIssued'],
+      ]),
+      tx(id, 3, [[b, 'CustomerCredited']]),
+    ];
+    const s1 = await sink(db, { assembler });
+    for (const unit of units) await s1.append(unit);
+    await s1.close();
+    const before = [a, b, c, checkpointStreamName(assembler)].map((stream) => ids(db, stream));
+    const logBefore = db.streamNames().length;
+
+    // Every unit replayed by an instance with an empty cache: nothing new anywhere.
+    const s2 = await sink(db, { assembler });
+    expect(await s2.append(units[0]!)).toMatchObject({ appended: 0, skipped: 2, checkpoint: 'skipped' });
+    expect(await s2.append(units[1]!)).toMatchObject({ appended: 0, skipped: 3, checkpoint: 'skipped' });
+    expect(await s2.append(units[2]!)).toMatchObject({ appended: 0, skipped: 1, checkpoint: 'skipped' });
+    expect([a, b, c, checkpointStreamName(assembler)].map((stream) => ids(db, stream))).toEqual(before);
+    expect(db.streamNames().length).toBe(logBefore);
+    expect(s2.status()).toMatchObject({ appendedEvents: 0, skippedEvents: 6 });
+    // Only streams that turned out to exist had their tails read (each once).
+    expect(s2.status().tailReads).toBeLessThanOrEqual(4);
+    await s2.close();
+
+    // Another new instance whose first unit is new, on streams that exist: appended at their real tails.
+    const requests: string[][] = [];
+    const s3 = await sink(db, { assembler, hooks: { beforeAppend: ({ streams }) => void requests.push([...streams]) } });
+    const next = tx(id, 4, [
+      [c, 'InvoicePaid'],
+      [a, 'InvoicePaid'],
+      [b, 'CustomerBilled'],
+    ]);
+    const outcome = await s3.append(next);
+    expect(outcome).toMatchObject({ appended: 3, skipped: 0, checkpoint: 'appended' });
+    expect(outcome.streams).toEqual([
+      { stream: c, appended: 1, skipped: 0, revision: 1n },
+      { stream: a, appended: 1, skipped: 0, revision: 3n },
+      { stream: b, appended: 1, skipped: 0, revision: 2n },
+    ]);
+    expect(ids(db, a)).toEqual([...before[0]!, next.events[1]!.id]);
+    expect(ids(db, b)).toEqual([...before[1]!, next.events[2]!.id]);
+    expect(ids(db, c)).toEqual([...before[2]!, next.events[0]!.id]);
+    expect(ids(db, checkpointStreamName(assembler))).toHaveLength(4);
+    // The optimistic attempt failed as a whole (nothing written); the four tails were read then,
+    // and the re-send at their revisions counts as a retry of the same request.
+    expect(s3.status().tailReads).toBe(4);
+    expect(requests).toEqual(mode === 'multi-stream' ? [[c, a, b, checkpointStreamName(assembler)]] : [[c], [a], [b], [checkpointStreamName(assembler)]]);
+  });
+
+  it('first touch: a replayed earlier unit that created a stream is skipped although the stream has later units of ours', async () => {
+    const db = await server({ features });
+    const id = unique();
+    const assembler = `asm_${id}`;
+    const a = `invoice-${id}-1`;
+    const tx1 = tx(id, 1, [
+      [a, 'InvoiceIssued'],
+      [a, 'InvoiceLineAdded'],
+    ]);
+    const tx2 = tx(id, 2, [[a, 'InvoiceLineAdded']]);
+    const tx3 = tx(id, 3, [[a, 'InvoicePaid']]);
+    const s1 = await sink(db, { assembler });
+    for (const unit of [tx1, tx2, tx3]) await s1.append(unit);
+    await s1.close();
+
+    // tx1's events sit at revisions 0..1, so `no_stream` with them is answered by idempotency
+    // (revision 1) — yet the stream goes on to revision 3. The sink must not believe revision 1.
+    const s2 = await sink(db, { assembler });
+    const replay = await s2.append(tx1);
+    expect(replay).toMatchObject({ appended: 0, skipped: 2, checkpoint: 'skipped' });
+    expect(replay.streams).toEqual([{ stream: a, appended: 0, skipped: 2, revision: 3n }]);
+    expect(await s2.append(tx2)).toMatchObject({ appended: 0, skipped: 1 });
+    const tx4 = tx(id, 4, [[a, 'InvoiceClosed']]);
+    expect(await s2.append(tx4)).toMatchObject({ appended: 1, skipped: 0, streams: [{ stream: a, appended: 1, skipped: 0, revision: 4n }] });
+    expect(ids(db, a)).toEqual([...tx1.events, ...tx2.events, ...tx3.events, ...tx4.events].map((event) => event.id));
+    expect(stored(db, a).map((event) => event.revision)).toEqual([0n, 1n, 2n, 3n, 4n]);
+  });
+
+  it('first touch: a stream another writer created is still a clear conflict, and nothing of the unit is written there', async () => {
+    const db = await server({ features });
+    const id = unique();
+    const assembler = `asm_${id}`;
+    const [foreign, fresh] = [`invoice-${id}-9`, `invoice-${id}-10`];
+    const other = KurrentDBClient.connectionString(db.connectionString);
+    cleanups.push(() => other.dispose());
+    await other.appendToStream(foreign, jsonEvent({ type: 'SomethingElse', data: { by: 'someone else' } }));
+
+    const s = await sink(db, { assembler });
+    const unit = tx(id, 1, [
+      [foreign, 'InvoiceIssued'],
+      [fresh, 'InvoiceIssued'],
+    ]);
+    const error = (await s.append(unit).catch((e: unknown) => e)) as StreamConflictError;
+    expect(error).toBeInstanceOf(StreamConflictError);
+    expect(error.details).toMatchObject({ stream: foreign, actual: '0', reason: 'foreign-tail', theirs: null, tailEvent: { type: 'SomethingElse', revision: '0' } });
+    expect(error.message).toContain(`expected a tail written by assembler "${assembler}", found revision 0`);
+    expect(ids(db, foreign)).toHaveLength(1);
+    expect(ids(db, fresh)).toHaveLength(0);
+    expect(ids(db, checkpointStreamName(assembler))).toHaveLength(0);
+    // And it stays a conflict on the next attempt (the tail is known now).
+    await expect(s.append(unit)).rejects.toMatchObject({ code: 'SINK_STREAM_CONFLICT', details: { stream: foreign, reason: 'foreign-tail' } });
+    expect(ids(db, foreign)).toHaveLength(1);
+  });
+
   it('rejects an oversized event naming stream, type, size and limit, and writes nothing of the unit', async () => {
     const db = await server({ features, maxAppendSize: 4_000 });
     const id = unique();

@@ -70,11 +70,15 @@ describe('parseConfig', () => {
     expect(error.message).toContain('fix:');
   });
 
-  it("refuses snapshot modes other than 'never' until snapshots arrive", () => {
-    for (const mode of ['initial', 'when_needed', 'initial_only']) {
-      const error = errorOf(with_((c) => (c['snapshot'] = { mode })));
-      expect(error.field).toBe('snapshot.mode');
-      expect(error.message).toContain('arrives with the snapshot issue');
+  it("refuses snapshot mode 'when_needed' until the next issue, naming the field", () => {
+    const error = errorOf(with_((c) => (c['snapshot'] = { mode: 'when_needed' })));
+    expect(error.field).toBe('snapshot.mode');
+    expect(error.message).toContain('arrives with the next issue');
+  });
+
+  it("accepts snapshot modes 'initial' and 'initial_only'", () => {
+    for (const mode of ['initial', 'initial_only'] as const) {
+      expect(parseConfig(with_((c) => (c['snapshot'] = { mode, chunkSize: 100 }))).snapshot).toEqual({ mode, chunkSize: 100, parallelism: 1 });
     }
   });
 

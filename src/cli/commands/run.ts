@@ -32,7 +32,11 @@ default-exports defineConfig({...}):
                  multi-stream or per-stream
   mappers        your mappers (defineMapper), in the order they run
   contracts      { dir } — the JSON Schema contracts every event is validated against
-  snapshot       { mode: 'never' } (other modes arrive with the snapshot issue)
+  snapshot       { mode: 'never' (default) | 'initial' | 'initial_only', chunkSize?, parallelism? }
+                 initial: on first start (no slot yet) read every captured table at the
+                 new slot's exported snapshot, then stream from its consistent point;
+                 progress in KurrentDB (event-assembler.snapshot-<name>), resumed after
+                 a crash; initial_only: snapshot, then exit 0. when_needed: next issue
   failurePolicy  { contractViolation: 'halt' (default) | 'park' }
   limits         { maxInFlightTransactions: 1000, maxConcurrentStreams: 4, ... }
 
