@@ -3,46 +3,13 @@
 // ones never do; an idle (filtered) slot does not pin WAL.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
-import type { CommittedTransaction } from '../../src/buffer/index.js';
 import { createPostgresSource, type PostgresSource, type PostgresSourceOptions } from '../../src/source/index.js';
 import { compareLsn, lsnDistance } from '../../src/source/position.js';
 import { setupCapture } from '../../src/source/setup.js';
-import type { Change, InsertChange } from '../../src/source/types.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
+import { collectTransactions, insertedIds } from '../support/collect-transactions.js';
 
-interface Received {
-  readonly tx: CommittedTransaction;
-  readonly changes: Change[];
-}
-
-/** Drains `source.transactions()` into `received` without acknowledging anything. */
-function collect(source: PostgresSource) {
-  const received: Received[] = [];
-  const state: { error: unknown } = { error: undefined };
-  const done = (async () => {
-    try {
-      for await (const tx of source.transactions()) received.push({ tx, changes: await tx.toArray() });
-    } catch (error) {
-      state.error = error;
-    }
-  })();
-  return {
-    received,
-    done,
-    async until(n: number, timeout = 20_000): Promise<Received[]> {
-      await vi.waitFor(
-        () => {
-          if (state.error) throw new Error(`source failed: ${String(state.error)}`);
-          if (received.length < n) throw new Error(`waiting for ${n} transactions; ${received.length} so far`);
-        },
-        { timeout, interval: 20 },
-      );
-      return received;
-    },
-  };
-}
-
-const ids = (r: Received[]) => r.map((x) => (x.changes[0] as InsertChange).after.id);
+const ids = insertedIds;
 
 describe('capture acknowledgements (PostgreSQL 17, least-privilege role)', () => {
   let db: TestDatabase;
@@ -112,7 +79,7 @@ describe('capture acknowledgements (PostgreSQL 17, least-privilege role)', () =>
   it('re-delivers every unacknowledged transaction after a restart, and nothing acknowledged', async () => {
     const slot = await prepare('restart', ['public.item']);
     const first = open('restart', slot, ['public.item']);
-    const one = collect(first);
+    const one = collectTransactions(first);
     for (let i = 1; i <= 5; i++) await db.query(`INSERT INTO public.item VALUES ($1, 'n')`, [i]);
     const received = await one.until(5);
     expect(ids(received)).toEqual([1, 2, 3, 4, 5]);
@@ -122,7 +89,7 @@ describe('capture acknowledgements (PostgreSQL 17, least-privilege role)', () =>
     expect((await slotRow(slot)).confirmed_flush_lsn).toBe(received[1]!.tx.endLsn);
 
     const second = open('restart', slot, ['public.item']);
-    const two = collect(second);
+    const two = collectTransactions(second);
     await db.query(`INSERT INTO public.item VALUES (6, 'n')`);
     const again = await two.until(4);
     expect(ids(again)).toEqual([3, 4, 5, 6]);
@@ -134,7 +101,7 @@ describe('capture acknowledgements (PostgreSQL 17, least-privilege role)', () =>
   it('never lets confirmed_flush_lsn pass the durable position while transactions are in flight', async () => {
     const slot = await prepare('durable', ['public.flow']);
     const source = open('durable', slot, ['public.flow']);
-    const c = collect(source);
+    const c = collectTransactions(source);
     await source.start();
     for (let i = 1; i <= 3; i++) await db.query(`INSERT INTO public.flow VALUES ($1, 'n')`, [i]);
     const received = await c.until(3);
@@ -166,7 +133,7 @@ describe('capture acknowledgements (PostgreSQL 17, least-privilege role)', () =>
   it('keeps an idle slot moving while unpublished tables churn, so retained WAL stays bounded', async () => {
     const slot = await prepare('idle', ['public.quiet']);
     const source = open('idle', slot, ['public.quiet']);
-    const c = collect(source);
+    const c = collectTransactions(source);
     await source.start();
     const before = await slotRow(slot);
     // ~30 MB of WAL in tables the publication does not contain.

@@ -8,40 +8,7 @@ import { compareLsn } from '../../src/source/position.js';
 import { setupCapture } from '../../src/source/setup.js';
 import type { InsertChange } from '../../src/source/types.js';
 import { createTestDatabase, startEmbeddedPostgres, type EmbeddedPostgres, type TestDatabase } from '../../src/testing/postgres.js';
-
-interface Received {
-  readonly tx: CommittedTransaction;
-  readonly id: number;
-}
-
-function collect(source: PostgresSource) {
-  const received: Received[] = [];
-  const state: { error: unknown } = { error: undefined };
-  const done = (async () => {
-    try {
-      for await (const tx of source.transactions()) {
-        const [change] = await tx.toArray();
-        received.push({ tx, id: (change as InsertChange).after.id as number });
-      }
-    } catch (error) {
-      state.error = error;
-    }
-  })();
-  return {
-    received,
-    done,
-    async until(n: number, timeout = 30_000): Promise<number[]> {
-      await vi.waitFor(
-        () => {
-          if (state.error) throw new Error(`source failed: ${String(state.error)}`);
-          if (received.length < n) throw new Error(`waiting for ${n} transactions; ${received.length} so far`);
-        },
-        { timeout, interval: 20 },
-      );
-      return received.map((r) => r.id);
-    },
-  };
-}
+import { collectTransactions, insertedIds } from '../support/collect-transactions.js';
 
 const backoff = { initialMs: 50, maxMs: 1_000, multiplier: 2, jitter: 0.5 };
 
@@ -88,9 +55,9 @@ describe('capture reconnects (PostgreSQL 17)', () => {
         onReconnect: (error) => reconnects.push(error),
       });
       sources.push(source);
-      const c = collect(source);
+      const c = collectTransactions(source);
       for (let i = 1; i <= 3; i++) await db.query(`INSERT INTO public.item VALUES ($1)`, [i]);
-      expect(await c.until(3)).toEqual([1, 2, 3]);
+      expect(insertedIds(await c.until(3))).toEqual([1, 2, 3]);
       source.acknowledge(c.received[0]!.tx);
 
       for (let round = 0; round < 2; round++) {
@@ -101,7 +68,7 @@ describe('capture reconnects (PostgreSQL 17)', () => {
         await db.query(`INSERT INTO public.item VALUES ($1)`, [5 + round * 2]);
         await c.until(5 + round * 2);
       }
-      expect(await c.until(7)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+      expect(insertedIds(await c.until(7))).toEqual([1, 2, 3, 4, 5, 6, 7]);
       expect(reconnects.length).toBeGreaterThanOrEqual(2);
       expect(source.status().reconnects).toBeGreaterThanOrEqual(2);
       expect(reconnects.some((e) => /terminating connection|administrator command/i.test(e.message))).toBe(true);
@@ -154,7 +121,7 @@ describe('capture reconnects (PostgreSQL 17)', () => {
         backoff,
       });
       sources.push(source);
-      const c = collect(source);
+      const c = collectTransactions(source);
       await source.start();
       const writer = new pg.Client(db.connectionConfig());
       await writer.connect();
@@ -175,7 +142,7 @@ describe('capture reconnects (PostgreSQL 17)', () => {
       expect(changes).toHaveLength(3000);
       expect(new Set(changes.map((ch) => (ch as InsertChange).after.id)).size).toBe(3000);
       await db.query(`INSERT INTO public.big VALUES (9999, 'after')`);
-      expect(await c.until(2)).toEqual([1, 9999]);
+      expect(insertedIds(await c.until(2))).toEqual([1, 9999]);
       await source.close();
     });
   });
@@ -267,9 +234,9 @@ describe('capture reconnects (PostgreSQL 17)', () => {
         onReconnect: (_error, delayMs) => reconnects.push(delayMs),
       });
       sources.push(source);
-      const c = collect(source);
+      const c = collectTransactions(source);
       for (let i = 1; i <= 4; i++) await server.query(`INSERT INTO public.item VALUES ($1)`, [i], { database });
-      expect(await c.until(4)).toEqual([1, 2, 3, 4]);
+      expect(insertedIds(await c.until(4))).toEqual([1, 2, 3, 4]);
       source.acknowledge(c.received[1]!.tx); // 1, 2 durable; 3, 4 in flight
 
       await server.crash();
@@ -278,14 +245,14 @@ describe('capture reconnects (PostgreSQL 17)', () => {
       await server.start();
       for (let i = 5; i <= 6; i++) await server.query(`INSERT INTO public.item VALUES ($1)`, [i], { database });
 
-      expect(await c.until(6)).toEqual([1, 2, 3, 4, 5, 6]);
+      expect(insertedIds(await c.until(6))).toEqual([1, 2, 3, 4, 5, 6]);
       expect(source.status().state).toBe('streaming');
 
       // A clean restart (fast shutdown) too.
       const before = source.status().reconnects;
       await server.restart();
       await server.query(`INSERT INTO public.item VALUES (7)`, [], { database });
-      expect(await c.until(7)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+      expect(insertedIds(await c.until(7))).toEqual([1, 2, 3, 4, 5, 6, 7]);
       expect(source.status().reconnects).toBeGreaterThan(before);
       source.acknowledge(c.received[6]!.tx);
       expect(source.status().inFlightTransactions).toBe(0);
@@ -302,9 +269,9 @@ describe('capture reconnects (PostgreSQL 17)', () => {
       // A fresh reader after the crash sees nothing again: everything was acknowledged.
       const fresh = createPostgresSource({ connection: server.connectionConfig({ database, user: role }), slot: 'crash_slot', publication: 'pub_crash', tables: ['public.item'], backoff });
       sources.push(fresh);
-      const f = collect(fresh);
+      const f = collectTransactions(fresh);
       await server.query(`INSERT INTO public.item VALUES (8)`, [], { database });
-      expect(await f.until(1)).toEqual([8]);
+      expect(insertedIds(await f.until(1))).toEqual([8]);
       await fresh.close();
     });
 

@@ -3,49 +3,11 @@
 // unchanged TOAST, schema changes, streamed transactions with aborted subtransactions).
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
-import type { CommittedTransaction } from '../../src/buffer/index.js';
 import { createPostgresSource, type PostgresSource, type PostgresSourceOptions } from '../../src/source/index.js';
 import { setupCapture } from '../../src/source/setup.js';
 import { isUnchangedToast, type Change, type InsertChange, type Row, type UpdateChange } from '../../src/source/types.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
-
-interface Received {
-  readonly tx: CommittedTransaction;
-  readonly changes: Change[];
-}
-
-/** Drains `source.transactions()` in the background into `received`. */
-function consume(source: PostgresSource) {
-  const received: Received[] = [];
-  const state: { error: unknown } = { error: undefined };
-  const done = (async () => {
-    try {
-      for await (const tx of source.transactions()) {
-        received.push({ tx, changes: await tx.toArray() });
-        source.acknowledge(tx);
-        await tx.release();
-      }
-    } catch (error) {
-      state.error = error;
-    }
-  })();
-  return {
-    received,
-    state,
-    done,
-    /** Waits (with a deadline) until `predicate` holds on what arrived. */
-    async until(predicate: (r: Received[]) => boolean, timeout = 20_000): Promise<Received[]> {
-      await vi.waitFor(
-        () => {
-          if (state.error) throw new Error(`source failed: ${String(state.error)}`);
-          if (!predicate(received)) throw new Error(`waiting; ${received.length} transactions so far`);
-        },
-        { timeout, interval: 20 },
-      );
-      return received;
-    },
-  };
-}
+import { collectTransactions, type Received } from '../support/collect-transactions.js';
 
 type Written = InsertChange | UpdateChange;
 /** Inserts and updates (the changes with an `after` row). */
@@ -66,7 +28,7 @@ describe('capture stream (PostgreSQL 17, least-privilege role)', () => {
     const source = createPostgresSource({ connection: config, slot, publication: `pub_${name}`, tables, statusIntervalMs: 1_000, ...extra });
     sources.push(source);
     await source.start();
-    return { source, slot, consumer: consume(source) };
+    return { source, slot, consumer: collectTransactions(source, { acknowledge: true }) };
   }
 
   beforeAll(async () => {
