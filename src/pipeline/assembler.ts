@@ -112,6 +112,11 @@ export interface AssemblerStatus {
     readonly commitToAppendMs: number | null;
     /** Same, averaged over this run (ms). */
     readonly commitToAppendAvgMs: number | null;
+    /**
+     * Percentiles of commit time → durable in KurrentDB over the last 10,000 appended
+     * transactions, measured here when the append resolves (`null` before the first).
+     */
+    readonly commitToAppendPercentiles: { readonly samples: number; readonly p50Ms: number; readonly p99Ms: number; readonly maxMs: number } | null;
   };
   readonly source: SourceStatus | null;
   readonly sink: SinkStatus | null;
@@ -182,6 +187,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   let lagLast: number | null = null;
   let lagSum = 0;
   let lagN = 0;
+  const lagWindow = createLagWindow(10_000);
   let acknowledgedLsn: Lsn | null = null;
   /** Highest position recorded in the checkpoint stream: the slot is never acknowledged beyond it. */
   let recordedLsn: Lsn | null = null;
@@ -470,6 +476,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
           lagLast = Math.max(0, Date.now() - commitMs);
           lagSum += lagLast;
           lagN += 1;
+          lagWindow.add(lagLast);
         }
         done();
       },
@@ -933,12 +940,34 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
           bytes,
           commitToAppendMs: lagLast,
           commitToAppendAvgMs: lagN > 0 ? Math.round(lagSum / lagN) : null,
+          commitToAppendPercentiles: lagWindow.percentiles(),
         },
         source: s,
         sink: sinkStatus,
         lastError: fatal ? errorInfo(fatal) : s?.lastError ? errorInfo(s.lastError) : null,
         snapshot: snapshotInfo ? { ...snapshotSummary()!, progress: snapshotProgress } : null,
       };
+    },
+  };
+}
+
+/** The last `size` commit → append samples (a ring), with percentiles computed on demand. */
+function createLagWindow(size: number) {
+  const samples: number[] = [];
+  let next = 0;
+  return {
+    add(ms: number): void {
+      if (samples.length < size) samples.push(ms);
+      else {
+        samples[next] = ms;
+        next = (next + 1) % size;
+      }
+    },
+    percentiles(): { samples: number; p50Ms: number; p99Ms: number; maxMs: number } | null {
+      if (samples.length === 0) return null;
+      const sorted = [...samples].sort((a, b) => a - b);
+      const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
+      return { samples: sorted.length, p50Ms: Math.round(at(0.5)), p99Ms: Math.round(at(0.99)), maxMs: Math.round(sorted[sorted.length - 1]!) };
     },
   };
 }
