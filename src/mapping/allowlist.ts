@@ -37,6 +37,22 @@ export function pick(row: Row, columns: readonly string[]): Row {
 }
 
 /** Applies `tables` (a mapper's allowlist) to `unit`. Undeclared tables disappear entirely. */
+/**
+ * Whether `visibleUnit(unit, tables)` would show the mapper anything — the same rules, without
+ * building rows — so mappers with nothing to do cost no view (the hot path in the profile).
+ */
+export function touchesDeclaredTables(unit: SourceUnit, tables: Readonly<Record<QualifiedTable, TableAllowlist>>): boolean {
+  if (unit.kind === 'snapshot') return tables[unit.change.table] !== undefined;
+  for (const change of unit.changes) {
+    if (change.op === 'truncate') {
+      if (change.tables.some((table) => tables[table] !== undefined)) return true;
+    } else if ((change.op === 'insert' || change.op === 'update' || change.op === 'delete') && tables[change.table] !== undefined) {
+      return true;
+    }
+  }
+  return false;
+}
+
 export function visibleUnit(unit: SourceUnit, tables: Readonly<Record<QualifiedTable, TableAllowlist>>): VisibleUnit {
   if (unit.kind === 'snapshot') {
     const allow = tables[unit.change.table];

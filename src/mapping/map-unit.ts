@@ -1,5 +1,5 @@
 import type { SourceUnit } from '../source/types.js';
-import type { VisibleChange } from './allowlist.js';
+import { touchesDeclaredTables, type VisibleChange } from './allowlist.js';
 import type { AnyMapper, MappedEvent } from './define-mapper.js';
 import { canonicalKey, changeEventId, EVENT_ASSEMBLER_NAMESPACE, snapshotEventId, uuidv5 } from './event-id.js';
 import {
@@ -221,6 +221,7 @@ export function mapUnit(mappers: readonly AnyMapper[], unit: SourceUnit, context
   const produced: { mapper: string; visible: readonly VisibleChange[]; checked: CheckedEvent[] }[] = [];
   const failed: FailedRecord[] = [];
   for (const mapper of mappers) {
+    if (!touchesDeclaredTables(unit, mapper.tables)) continue;
     const { tx, isEmpty, visible } = createTransactionView(unit, mapper.tables);
     if (isEmpty) continue;
     let checked: CheckedEvent[];

@@ -9,6 +9,8 @@ import {
   requiresReplicaIdentityFull,
 } from '../../src/mapping/index.js';
 import { del, insert, snapshotRecord, transaction, update } from '../../src/testing/mapper-kit.js';
+import { touchesDeclaredTables, visibleUnit } from '../../src/mapping/allowlist.js';
+import type { SourceUnit } from '../../src/source/types.js';
 import { mappers } from '../../examples/invoicing/index.js';
 
 const context = { assembler: 'invoicing', sourceIdentity: '7000000000000000001' };
@@ -142,5 +144,20 @@ describe('mapperRequirements', () => {
     expect(requirements['public.payment']!.needsOldValues).toBe(false);
     expect(requiresReplicaIdentityFull(requirements['public.invoice']!, ['id'])).toBe(true);
     expect(requiresReplicaIdentityFull(requirements['public.customer']!, ['id'])).toBe(false);
+  });
+});
+
+describe('touchesDeclaredTables agrees with the visible view', () => {
+  const declared = { 'public.invoice': { columns: ['id', 'status'], before: 'none' as const } };
+  const cases: Array<[string, SourceUnit]> = [
+    ['a change of a declared table', transaction([insert('public.invoice', { id: 'i1', status: 'draft' })])],
+    ['only undeclared tables', transaction([insert('public.customer', { id: 'c1', name: 'A' })])],
+    ['a truncate naming a declared table', transaction([{ op: 'truncate', tables: ['public.invoice'], cascade: false, restartIdentity: false }])],
+    ['a snapshot record of a declared table', snapshotRecord('public.invoice', { id: 'i1', status: 'draft' }, { generation: 'g1' })],
+    ['a snapshot record of another table', snapshotRecord('public.customer', { id: 'c1' }, { generation: 'g1' })],
+  ];
+  it.each(cases)('%s', (_name, unit) => {
+    const visible = visibleUnit(unit, declared);
+    expect(touchesDeclaredTables(unit, declared)).toBe(visible.changes.length > 0 || visible.truncated.length > 0);
   });
 });
