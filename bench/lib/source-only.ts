@@ -6,6 +6,7 @@
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { loadContractRegistry } from '../../src/contracts/index.js';
+import { withChanges } from '../../src/buffer/index.js';
 import { mapUnit } from '../../src/mapping/index.js';
 import { createPostgresSource } from '../../src/source/index.js';
 import { mappers } from '../../examples/invoicing/index.js';
@@ -42,8 +43,8 @@ export async function drainSourceOnly(
   try {
     for await (const tx of source.transactions()) {
       const changes = await tx.toArray();
-      const position = tx.position;
-      const result = mapUnit(mappers, { ...tx, kind: 'transaction', changes }, { assembler: 'bench', sourceIdentity: `${position.systemId}:${slot}` });
+      // Same map context as the pipeline: the source identity is the system identifier.
+      const result = mapUnit(mappers, withChanges(tx, changes), { assembler: 'bench', sourceIdentity: tx.position.systemId });
       for (const event of result.events) registry.assertValid(event.type, event.version, event.data);
       events += result.events.length;
       source.acknowledge(tx);

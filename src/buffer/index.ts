@@ -56,3 +56,4 @@ export interface TransactionBuffer {
 }
 
 export { createTransactionBuffer, DEFAULT_MEMORY_LIMIT_BYTES } from './transaction-buffer.js';
+export { readChanges, withChanges } from './materialize.js';

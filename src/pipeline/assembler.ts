@@ -12,7 +12,7 @@
  */
 import { BACKWARDS, END, KurrentDBClient } from '@kurrent/kurrentdb-client';
 import pg from 'pg';
-import type { CommittedTransaction } from '../buffer/index.js';
+import { readChanges, withChanges, type CommittedTransaction } from '../buffer/index.js';
 import { parseConfig, type AssemblerConfig, type ResolvedConfig } from '../config/schema.js';
 import { loadContractRegistry, type ContractRegistry } from '../contracts/index.js';
 import { EventAssemblerError } from '../errors.js';
@@ -422,27 +422,9 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     }) };
   }
 
-  async function materialize(tx: CommittedTransaction): Promise<Change[]> {
-    try {
-      return await tx.toArray();
-    } finally {
-      await tx.release();
-    }
-  }
-
   async function handleTransaction(tx: CommittedTransaction, materialized?: Change[]): Promise<void> {
     counts.received += 1;
-    const changes = materialized ?? (await materialize(tx));
-    const unit: SourceTransaction = {
-      kind: 'transaction',
-      xid: tx.xid,
-      commitLsn: tx.commitLsn,
-      endLsn: tx.endLsn,
-      commitTime: tx.commitTime,
-      origin: tx.origin,
-      position: tx.position,
-      changes,
-    };
+    const unit = withChanges(tx, materialized ?? (await readChanges(tx)));
     const payload: TxPayload = { tx: null, commitLsn: tx.commitLsn, xid: tx.xid, checkpoint: tx.position.checkpoint, systemId: tx.position.systemId };
     const seq = coordinator.received(tx.endLsn, payload);
     const commitMs = Date.parse(tx.commitTime);
@@ -672,7 +654,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
 
   /** While an incremental snapshot runs, every transaction passes its watermark window. */
   async function handleWithWindow(tx: CommittedTransaction, inc: IncrementalSnapshot, systemId: string): Promise<void> {
-    const changes = await materialize(tx);
+    const changes = await readChanges(tx);
     const outputs = inc.window.accept({ xid: tx.xid }, changes);
     let records: SnapshotRecord[] = [];
     for (const output of outputs) {

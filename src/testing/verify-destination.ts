@@ -33,10 +33,10 @@
 import { randomUUID } from 'node:crypto';
 import { FORWARDS, KurrentDBClient, START } from '@kurrent/kurrentdb-client';
 import pg from 'pg';
+import { readChanges, withChanges } from '../buffer/index.js';
 import { mapUnit, mapperRequirements, type AnyMapper, type MapContext } from '../mapping/index.js';
 import { createPostgresSource, type PostgresSourceTable } from '../source/index.js';
 import { createSlotWithSnapshot, readInitialSnapshot } from '../source/snapshot/index.js';
-import type { Change, SourceTransaction } from '../source/types.js';
 
 /** Prefix of the marker message the verifier writes into the WAL. */
 export const VERIFY_MARKER_PREFIX = 'event-assembler.verify';
@@ -214,22 +214,11 @@ export async function expectedFromReference(options: VerifyDestinationOptions): 
   const read = (async () => {
     let context: MapContext | null = null;
     for await (const tx of source.transactions()) {
-      const changes: Change[] = await tx.toArray();
-      await tx.release();
+      const changes = await readChanges(tx);
       if (changes.some((c) => c.op === 'message' && c.prefix === VERIFY_MARKER_PREFIX && c.content.toString('utf8') === token)) return;
       if (changes.some((c) => c.op === 'insert' || c.op === 'update' || c.op === 'delete' || c.op === 'truncate')) transactions += 1;
       context ??= mapContext(options, source.status().systemId);
-      const unit: SourceTransaction = {
-        kind: 'transaction',
-        xid: tx.xid,
-        commitLsn: tx.commitLsn,
-        endLsn: tx.endLsn,
-        commitTime: tx.commitTime,
-        origin: tx.origin,
-        position: tx.position,
-        changes,
-      };
-      const result = mapUnit(options.mappers, unit, context);
+      const result = mapUnit(options.mappers, withChanges(tx, changes), context);
       for (const e of result.events) events.push({ id: e.id, stream: e.stream, type: e.type, data: e.data });
       for (const f of result.failed) events.push({ id: f.id, stream: f.stream, type: f.type, data: f.data });
     }
