@@ -2,9 +2,9 @@
 // new streams, replays (same instance, new instance, server restart), crashes between appends,
 // another writer, modes, and the max append size.
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { jsonEvent, KurrentDBClient } from '@kurrent/kurrentdb-client';
-import { startInMemoryKurrentDB, type InMemoryKurrentDB, type InMemoryKurrentDBOptions } from '../../src/testing/kurrentdb/index.js';
+import type { InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
 import {
   createKurrentDBSink,
   checkpointStreamName,
@@ -18,25 +18,11 @@ import {
   type TransactionSinkPosition,
 } from '../../src/sink/index.js';
 import { uuidv5 } from '../../src/sink/encoding.js';
+import { useInMemoryKurrentDB, type LogLine } from '../support/kurrentdb-rig.js';
 
 // ---- rig ----------------------------------------------------------------------------------
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-async function server(options: InMemoryKurrentDBOptions = {}): Promise<InMemoryKurrentDB> {
-  const db = await startInMemoryKurrentDB(options);
-  cleanups.push(() => db.close());
-  return db;
-}
-
-interface LogLine {
-  level: 'info' | 'warn';
-  message: string;
-  fields: Record<string, unknown> | undefined;
-}
+const { cleanups, server } = useInMemoryKurrentDB();
 
 async function sink(db: InMemoryKurrentDB, options: Partial<KurrentDBSinkOptions> & { assembler: string }, logs: LogLine[] = []): Promise<KurrentDBSink> {
   const created = await createKurrentDBSink({

@@ -1,28 +1,14 @@
 // The KurrentDB sink when the destination is unavailable: injected failures, a stopped server,
 // a write that lands while its answer is lost. Retries keep order, lose nothing, duplicate nothing.
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startInMemoryKurrentDB, type InMemoryKurrentDB, type InMemoryKurrentDBOptions } from '../../src/testing/kurrentdb/index.js';
+import { describe, expect, it } from 'vitest';
+import type { InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
 import { createKurrentDBSink, checkpointStreamName, type KurrentDBSink, type KurrentDBSinkOptions, type SinkBatch } from '../../src/sink/index.js';
 import { uuidv5 } from '../../src/sink/encoding.js';
 import { backoffDelay, isTransientError } from '../../src/sink/retry.js';
+import { useInMemoryKurrentDB, type LogLine } from '../support/kurrentdb-rig.js';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-async function server(options: InMemoryKurrentDBOptions = {}): Promise<InMemoryKurrentDB> {
-  const db = await startInMemoryKurrentDB(options);
-  cleanups.push(() => db.close());
-  return db;
-}
-
-interface LogLine {
-  level: 'info' | 'warn';
-  message: string;
-  fields: Record<string, unknown> | undefined;
-}
+const { cleanups, server } = useInMemoryKurrentDB();
 
 function options(db: InMemoryKurrentDB, assembler: string, logs: LogLine[], extra: Partial<KurrentDBSinkOptions> = {}): KurrentDBSinkOptions {
   return {

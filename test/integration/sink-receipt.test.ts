@@ -1,8 +1,8 @@
 // Receipts: their order (one function), their metadata form, snapshot records next to
 // transactions in one stream, and a server whose max append size is smaller than configured.
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startInMemoryKurrentDB, type InMemoryKurrentDB, type InMemoryKurrentDBOptions } from '../../src/testing/kurrentdb/index.js';
+import { describe, expect, it } from 'vitest';
+import type { InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
 import {
   compareReceipts,
   createKurrentDBSink,
@@ -19,17 +19,9 @@ import {
   type TransactionUnit,
 } from '../../src/sink/index.js';
 import { uuidv5 } from '../../src/sink/encoding.js';
+import { useInMemoryKurrentDB } from '../support/kurrentdb-rig.js';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-async function server(options: InMemoryKurrentDBOptions = {}): Promise<InMemoryKurrentDB> {
-  const db = await startInMemoryKurrentDB(options);
-  cleanups.push(() => db.close());
-  return db;
-}
+const { cleanups, server } = useInMemoryKurrentDB();
 
 async function sink(db: InMemoryKurrentDB, options: Partial<KurrentDBSinkOptions> & { assembler: string }): Promise<KurrentDBSink> {
   const created = await createKurrentDBSink({ connectionString: db.connectionString, retry: { initialDelayMs: 5, maxDelayMs: 50 }, ...options });
