@@ -11,47 +11,14 @@ import { createSlotWithSnapshot, readInitialSnapshot, type ExportedSnapshotSlot 
 import { createReplayModel } from '../../src/source/snapshot/replay.js';
 import type { Change, SnapshotRecord } from '../../src/source/types.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
+import { startChurnWriter, type ChurnWriter } from '../support/churn-writer.js';
 
 const ROWS = 200_000;
-
-function startWriter(config: pg.ClientConfig, table: string) {
-  let stop = false;
-  let ops = 0;
-  let failure: unknown = null;
-  let nextId = 10_000_000;
-  const done = (async () => {
-    const c = new pg.Client(config);
-    await c.connect();
-    try {
-      while (!stop) {
-        const r = Math.random();
-        const target = 1 + Math.floor(Math.random() * ROWS);
-        if (r < 0.3) await c.query(`INSERT INTO ${table} VALUES ($1, 1, md5(random()::text))`, [nextId++]);
-        else if (r < 0.75) await c.query(`UPDATE ${table} SET version = version + 1, payload = md5(random()::text) WHERE id = $1`, [target]);
-        else if (r < 0.85) await c.query(`UPDATE ${table} SET id = $2, version = version + 1 WHERE id = $1`, [target, nextId++]);
-        else await c.query(`DELETE FROM ${table} WHERE id = $1`, [target]);
-        ops++;
-      }
-    } catch (error) {
-      if (!stop) failure = error;
-    } finally {
-      await c.end().catch(() => undefined);
-    }
-  })();
-  return {
-    get ops() { return ops; },
-    async stop() {
-      stop = true;
-      await done;
-      if (failure) throw failure;
-    },
-  };
-}
 
 describe('initial snapshot handoff under a concurrent writer (200,000 rows)', () => {
   let db: TestDatabase;
   let role: string;
-  let writer: ReturnType<typeof startWriter> | undefined;
+  let writer: ChurnWriter | undefined;
   let slot: ExportedSnapshotSlot | undefined;
   let source: PostgresSource | undefined;
 
@@ -82,7 +49,7 @@ describe('initial snapshot handoff under a concurrent writer (200,000 rows)', ()
     await setupCapture({ connection: db.connectionConfig(), publication: 'pub_acceptance', slot: 'snap_acceptance', tables: [table], createSlot: false });
     const capture = db.connectionConfig({ user: role });
 
-    writer = startWriter(db.connectionConfig(), table);
+    writer = startChurnWriter(db.connectionConfig(), table, 10_000_000, () => ROWS);
     await vi.waitFor(() => { if (writer!.ops < 50) throw new Error('writer warming up'); }, { timeout: 30_000, interval: 20 });
 
     const slotStarted = performance.now();

@@ -17,43 +17,9 @@ import {
 import { createReplayModel } from '../../src/source/snapshot/replay.js';
 import type { Change, SnapshotRecord } from '../../src/source/types.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
+import { startChurnWriter } from '../support/churn-writer.js';
 
 type Applied = { kind: 'change'; change: Change } | { kind: 'read'; record: SnapshotRecord };
-
-/** A writer doing small transactions of inserts, updates (some of the key) and deletes until stopped. */
-function startWriter(config: pg.ClientConfig, table: string, firstNewId: number, maxId: () => number) {
-  let stop = false;
-  let ops = 0;
-  let failure: unknown = null;
-  let nextId = firstNewId;
-  const done = (async () => {
-    const c = new pg.Client(config);
-    await c.connect();
-    try {
-      while (!stop) {
-        const r = Math.random();
-        const target = 1 + Math.floor(Math.random() * maxId());
-        if (r < 0.3) await c.query(`INSERT INTO ${table} VALUES ($1, 1, md5(random()::text))`, [nextId++]);
-        else if (r < 0.75) await c.query(`UPDATE ${table} SET version = version + 1, payload = md5(random()::text) WHERE id = $1`, [target]);
-        else if (r < 0.85) await c.query(`UPDATE ${table} SET id = $2, version = version + 1 WHERE id = $1`, [target, nextId++]);
-        else await c.query(`DELETE FROM ${table} WHERE id = $1`, [target]);
-        ops++;
-      }
-    } catch (error) {
-      if (!stop) failure = error;
-    } finally {
-      await c.end().catch(() => undefined);
-    }
-  })();
-  return {
-    get ops() { return ops; },
-    async stop() {
-      stop = true;
-      await done;
-      if (failure) throw failure;
-    },
-  };
-}
 
 /** The pipeline stand-in: stream → window → "downstream" (`applied`), chunk durable right after its records. */
 function drive(source: PostgresSource, snapshot: IncrementalSnapshot, applied: Applied[], endMarker: string) {
@@ -185,7 +151,7 @@ describe('incremental snapshot with watermarks (PostgreSQL 17, capture role)', (
     snapshots.push(snapshot);
     const applied: Applied[] = [];
     const stream = drive(source, snapshot, applied, 'test.end.item');
-    const writer = startWriter(db.connectionConfig(), table, 1_000_000, () => 20_000);
+    const writer = startChurnWriter(db.connectionConfig(), table, 1_000_000, () => 20_000);
     writers.push(writer);
 
     const final = await snapshot.run();
@@ -215,7 +181,7 @@ describe('incremental snapshot with watermarks (PostgreSQL 17, capture role)', (
     const file = path.join(dir, 'resumed.json');
     const store = createFileProgressStore(file);
     const applied: Applied[] = [];
-    const writer = startWriter(db.connectionConfig(), table, 1_000_000, () => 12_000);
+    const writer = startChurnWriter(db.connectionConfig(), table, 1_000_000, () => 12_000);
     writers.push(writer);
 
     // Run 1: aborted after 5 durable chunks.
