@@ -18,7 +18,7 @@ export interface ServerProcess {
 
 /** Starts the server process and resolves once it listens. */
 export function startKurrentDBProcess(appendLatencyMs: number): Promise<ServerProcess> {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), String(appendLatencyMs)], {
+  const child: ChildProcess = spawn(process.execPath, [...(process.env.EA_BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', fileURLToPath(import.meta.url), String(appendLatencyMs)], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   return new Promise((resolve, reject) => {

@@ -50,6 +50,8 @@ export interface PipelineDrainResult {
   /** Seconds until the assembler was running (start-up checks done) and until its first acknowledgement. */
   readonly runningSeconds: number;
   readonly firstAckSeconds: number;
+  /** Group commit: append calls and transactions per call. */
+  readonly batching: unknown;
 }
 
 /** Runs the assembler until the slot is acknowledged up to `lastEndLsn`, noting when it passed `markLsn`. */
@@ -79,7 +81,7 @@ export async function drainPipeline(target: PipelineTarget, markLsn: string, las
     const seconds = elapsed();
     if (markSeconds === 0) markSeconds = seconds;
     const status = assembler.status();
-    return { seconds, markSeconds, events: status.events.appended, mode: status.mode, runningSeconds, firstAckSeconds };
+    return { seconds, markSeconds, events: status.events.appended, mode: status.mode, runningSeconds, firstAckSeconds, batching: status.batching };
   } finally {
     await assembler.stop();
   }

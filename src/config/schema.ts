@@ -94,11 +94,18 @@ export interface LimitsConfig {
   /** Decoded changes held in memory before a large transaction spills to disk. Default: 64 MiB. */
   readonly memoryLimitBytes?: number;
   /**
-   * Append lanes: streams are spread over this many KurrentDB appenders by a hash of the stream
-   * name; each lane keeps its streams in order, lanes run concurrently. A transaction whose
-   * streams fall in several lanes waits for all of them (and stays one atomic append). Default: 4.
+   * Append calls in flight at once, on disjoint streams (a transaction touching a stream of a
+   * call in flight waits for it, so every stream keeps source order). Default: 4.
    */
-  readonly maxConcurrentStreams?: number;
+  readonly maxConcurrentAppends?: number;
+  /**
+   * Group commit: the most source transactions (or snapshot records) one append call carries.
+   * Transactions waiting while a call is in flight go together in the next one (one atomic
+   * multi-stream append); at a low rate each goes alone. Default: 512.
+   */
+  readonly maxBatchTransactions?: number;
+  /** The most events one append call carries (a single larger transaction still goes alone). Default: 2048. */
+  readonly maxBatchEvents?: number;
 }
 
 export interface AssemblerConfig {
@@ -152,7 +159,9 @@ export interface ResolvedConfig {
     readonly maxInFlightTransactions: number;
     readonly maxInFlightBytes: number;
     readonly memoryLimitBytes: number;
-    readonly maxConcurrentStreams: number;
+    readonly maxConcurrentAppends: number;
+    readonly maxBatchTransactions: number;
+    readonly maxBatchEvents: number;
   };
   /** Masks the configuration's secrets in texts, log fields and errors. */
   readonly redactor: Redactor;
@@ -232,10 +241,12 @@ const configSchema = z
         maxInFlightTransactions: positiveInt.default(1000),
         maxInFlightBytes: positiveInt.default(64 * MiB),
         memoryLimitBytes: positiveInt.default(64 * MiB),
-        maxConcurrentStreams: positiveInt.max(64).default(4),
+        maxConcurrentAppends: positiveInt.max(64).default(4),
+        maxBatchTransactions: positiveInt.max(100_000).default(512),
+        maxBatchEvents: positiveInt.max(1_000_000).default(2048),
       })
       .strict()
-      .default({ maxInFlightTransactions: 1000, maxInFlightBytes: 64 * MiB, memoryLimitBytes: 64 * MiB, maxConcurrentStreams: 4 }),
+      .default({ maxInFlightTransactions: 1000, maxInFlightBytes: 64 * MiB, memoryLimitBytes: 64 * MiB, maxConcurrentAppends: 4, maxBatchTransactions: 512, maxBatchEvents: 2048 }),
   })
   .strict();
 

@@ -27,7 +27,7 @@ import {
 import type { Change, Lsn, SnapshotRecord, SourceTransaction, SourceUnit } from '../source/types.js';
 import { createCheckpointCoordinator } from './checkpoint-coordinator.js';
 import { ContractViolationHaltError, RebuildNeededError } from './errors.js';
-import { createAppendLanes, type AppendLanes } from './lanes.js';
+import { createAppender, type Appender } from './appender.js';
 import { createLogger, type Logger } from './logger.js';
 import { createKurrentDBSnapshotStore, snapshotProgressStreamName, type PinnedPosition, type PipelineSnapshotStore } from './snapshot-store.js';
 
@@ -80,7 +80,10 @@ export interface AssemblerStatus {
   readonly state: AssemblerState;
   /** Sink mode once started: `multi-stream` (atomic per transaction) or `per-stream`. */
   readonly mode: SinkMode | null;
-  readonly lanes: number;
+  /** Append calls that may run at once (on disjoint streams). */
+  readonly concurrentAppends: number;
+  /** Group commit so far: append calls, and transactions/snapshot records per call. */
+  readonly batching: { readonly calls: number; readonly unitsPerCall: number | null; readonly largestBatch: number };
   readonly transactions: {
     readonly received: number;
     /** Had events (or failed records) and they are durable. */
@@ -167,8 +170,8 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
 
   let state: AssemblerState = 'new';
   let source: PostgresSource | null = null;
-  let lanes: AppendLanes | null = null;
-  let laneSinks: Sink[] = [];
+  let appender: Appender | null = null;
+  let appendSink: Sink | null = null;
   let checkpointSink: KurrentDBSink | null = null;
   let mode: SinkMode | null = null;
   let fatal: unknown = null;
@@ -382,8 +385,8 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   }
 
   async function waitForCapacity(): Promise<void> {
-    if (!lanes || lanes.inFlight < config.limits.maxInFlightTransactions) return;
-    await Promise.race([lanes.whenBelow(config.limits.maxInFlightTransactions), stopSignal]);
+    if (!appender || appender.inFlight < config.limits.maxInFlightTransactions) return;
+    await Promise.race([appender.whenBelow(config.limits.maxInFlightTransactions), stopSignal]);
   }
 
   /**
@@ -412,7 +415,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     if (events.length === 0) return null;
     await waitForCapacity();
     if (stopRequested && fatal) throw fatal;
-    const durable = lanes!.append({ position, events });
+    const durable = appender!.append({ position, events });
     return { durable: durable.then((outcome) => {
       counts.eventsAppended += outcome?.appended ?? 0;
       counts.replaySkipped += outcome?.skipped ?? 0;
@@ -683,7 +686,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   async function closeAll(): Promise<void> {
     await incremental?.close().catch(() => undefined);
     await source?.close().catch(() => undefined);
-    await Promise.allSettled([...laneSinks.map((s) => s.close()), checkpointSink?.close(), snapshotStore?.close()]);
+    await Promise.allSettled([appendSink?.close(), checkpointSink?.close(), snapshotStore?.close()]);
   }
 
   async function runOnce(): Promise<RunSummary> {
@@ -703,16 +706,18 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         ...(config.destination.retry !== undefined ? { retry: config.destination.retry } : {}),
       };
       if (deps.sink) {
-        laneSinks = [deps.sink];
+        appendSink = deps.sink;
         mode = (deps.sink as Partial<KurrentDBSink>).mode ?? null;
       } else {
         checkpointSink = await createKurrentDBSink({ ...sinkOptions, logger: { info() {}, warn: log.warn } });
         mode = checkpointSink.mode;
-        for (let i = 0; i < config.limits.maxConcurrentStreams; i++) {
-          laneSinks.push(await createKurrentDBSink({ ...sinkOptions, logger: i === 0 ? log : { info() {}, warn: log.warn } }));
-        }
+        appendSink = await createKurrentDBSink({ ...sinkOptions, logger: log });
       }
-      lanes = createAppendLanes(laneSinks);
+      appender = createAppender(appendSink, {
+        maxConcurrentAppends: config.limits.maxConcurrentAppends,
+        maxBatchUnits: config.limits.maxBatchTransactions,
+        maxBatchEvents: config.limits.maxBatchEvents,
+      });
 
       let slotConfirmed: Lsn | null = null;
       let last: Awaited<ReturnType<typeof readLastCheckpoint>> = null;
@@ -788,7 +793,8 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         name: config.name,
         mode,
         modeMeaning: mode === 'multi-stream' ? 'each source transaction lands atomically across its streams' : mode === 'per-stream' ? 'per-stream appends; events carry transaction.index/count' : 'custom sink',
-        lanes: laneSinks.length,
+        concurrentAppends: config.limits.maxConcurrentAppends,
+        maxBatchTransactions: config.limits.maxBatchTransactions,
         slot: config.source.slot,
         publication: config.source.publication,
         tables: config.source.tables.map((t) => t.table),
@@ -833,7 +839,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     // Drain: what is queued gets appended (or fails), the durable prefix is recorded and acknowledged.
     state = fatal ? 'failed' : 'stopping';
     if (idleTimer) clearInterval(idleTimer);
-    await lanes?.drain();
+    await appender?.drain();
     await flushCheckpoints();
     await closeAll();
     const result = summary(stopReason ?? reason);
@@ -847,9 +853,9 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     return result;
   }
 
-  /** All lanes (and the checkpoint writer) as one: retrying when any of them is. */
+  /** The appender's sink and the checkpoint writer as one: retrying when either is. */
   function aggregateSinkStatus(): SinkStatus | null {
-    const all = [...laneSinks, ...(checkpointSink ? [checkpointSink] : [])]
+    const all = [...(appendSink ? [appendSink] : []), ...(checkpointSink ? [checkpointSink] : [])]
       .filter((sink): sink is KurrentDBSink => typeof (sink as Partial<KurrentDBSink>).status === 'function')
       .map((sink) => sink.status());
     if (all.length === 0) return null;
@@ -864,6 +870,11 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       appendedEvents: all.reduce((n, s) => n + s.appendedEvents, 0),
       skippedEvents: all.reduce((n, s) => n + s.skippedEvents, 0),
     };
+  }
+
+  function batchingStatus(): AssemblerStatus['batching'] {
+    const stats = appender?.stats ?? { calls: 0, units: 0, largestBatch: 0 };
+    return { calls: stats.calls, unitsPerCall: stats.calls > 0 ? Math.round((stats.units / stats.calls) * 10) / 10 : null, largestBatch: stats.largestBatch };
   }
 
   function summary(reason: RunSummary['reason']): RunSummary {
@@ -911,7 +922,8 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         name: config.name,
         state,
         mode,
-        lanes: laneSinks.length,
+        concurrentAppends: config.limits.maxConcurrentAppends,
+        batching: batchingStatus(),
         transactions: { received: counts.received, appended: counts.appended, skipped: counts.skipped, inFlight: coordinator.pending },
         events: { appended: counts.eventsAppended, replaySkipped: counts.replaySkipped, byType: { ...byType } },
         parked: { mapperFailures: counts.mapperFailures, contractViolations: counts.contractViolations },
@@ -937,8 +949,11 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
 function createLagWindow(size: number) {
   const samples: number[] = [];
   let next = 0;
+  // status() may be polled often: sort only when samples came in since the last answer.
+  let cached: { samples: number; p50Ms: number; p99Ms: number; maxMs: number } | null = null;
   return {
     add(ms: number): void {
+      cached = null;
       if (samples.length < size) samples.push(ms);
       else {
         samples[next] = ms;
@@ -947,9 +962,11 @@ function createLagWindow(size: number) {
     },
     percentiles(): { samples: number; p50Ms: number; p99Ms: number; maxMs: number } | null {
       if (samples.length === 0) return null;
+      if (cached) return cached;
       const sorted = [...samples].sort((a, b) => a - b);
       const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
-      return { samples: sorted.length, p50Ms: Math.round(at(0.5)), p99Ms: Math.round(at(0.99)), maxMs: Math.round(sorted[sorted.length - 1]!) };
+      cached = { samples: sorted.length, p50Ms: Math.round(at(0.5)), p99Ms: Math.round(at(0.99)), maxMs: Math.round(sorted[sorted.length - 1]!) };
+      return cached;
     },
   };
 }

@@ -17,6 +17,6 @@ export {
   type RunSummary,
 } from './assembler.js';
 export { createCheckpointCoordinator, type CheckpointCoordinator, type CoordinatedPosition } from './checkpoint-coordinator.js';
-export { createAppendLanes, laneOf, type AppendLanes } from './lanes.js';
+export { createAppender, type Appender, type AppenderOptions } from './appender.js';
 export { createLogger, silentLogger, type Logger, type LogFormat, type CreateLoggerOptions } from './logger.js';
 export { RebuildNeededError, ContractViolationHaltError, type ContractViolationHaltDetails } from './errors.js';

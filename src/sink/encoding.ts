@@ -24,6 +24,9 @@ export interface PreparedEvent {
   /** The record's size as a multi-stream append counts it (data + properties + schema name). */
   readonly multiStreamSize: number;
   readonly eventData: EventData;
+  /** The data as JSON, and the metadata with the receipt (what both append paths send). */
+  readonly dataJson: string;
+  readonly metadata: Readonly<Record<string, string>>;
 }
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -78,7 +81,7 @@ export function prepareEvent(event: EncodableEvent, receipt: Receipt): PreparedE
   const size = eventSizeOnDisk(event.type, dataJson, JSON.stringify(metadata));
   const multiStreamSize = multiStreamRecordSize(event.type, dataJson, metadata);
   const eventData = jsonEvent({ id: event.id, type: event.type, data: event.data as Record<string, unknown>, metadata });
-  return { id: event.id, stream: event.stream, type: event.type, receipt, size, multiStreamSize, eventData };
+  return { id: event.id, stream: event.stream, type: event.type, receipt, size, multiStreamSize, eventData, dataJson, metadata };
 }
 
 /** The sink's UUIDv5 namespace (for its own checkpoint events). Never change it. */

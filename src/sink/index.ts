@@ -116,6 +116,13 @@ export interface Sink {
    */
   append(batch: SinkBatch): Promise<AppendOutcome>;
   /**
+   * Appends several units at once (group commit): their events merged per stream, in unit order,
+   * each event with its own receipt. Resolves with one outcome per unit. Not ordered with other
+   * calls: the caller may run several at once only on disjoint sets of streams, and must not
+   * start a call touching a stream before an earlier call touching it has resolved.
+   */
+  appendMany?(batches: readonly SinkBatch[]): Promise<AppendOutcome[]>;
+  /**
    * Drops what is cached about these streams (revision, receipt); the next append re-reads their
    * tails. For a pipeline that writes one stream through several sinks, one at a time.
    */
@@ -124,6 +131,7 @@ export interface Sink {
 }
 
 export interface KurrentDBSink extends Sink {
+  appendMany(batches: readonly SinkBatch[]): Promise<AppendOutcome[]>;
   /** The mode chosen at start-up. */
   readonly mode: SinkMode;
   status(): SinkStatus;

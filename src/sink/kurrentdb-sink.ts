@@ -21,9 +21,10 @@ import { BACKWARDS, END, KurrentDBClient, NO_STREAM, type AppendStreamRequest } 
 import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_grpc_pb.js';
 import { formatLsn, isLsn, parseLsn } from '../source/position.js';
 import { prepareEvent, splitBySize, uuidv5, type PreparedEvent } from './encoding.js';
+import { appendEncoded, encodeAppendRecord, supportsEncodedAppend } from './v2-append.js';
 import { OversizedEventError, SinkError, StreamConflictError, type StreamConflictDetails } from './errors.js';
 import type { AppendOutcome, KurrentDBSink, SinkBatch, SinkEvent, SinkMode, SinkPosition, SinkStatus, StreamAppendOutcome } from './index.js';
-import { compareReceipts, compareUnits, receiptAt, receiptsComparable, receiptToMetadata, receiptFromMetadata, type Receipt, type ReceiptUnit } from './receipt.js';
+import { compareReceipts, receiptAt, receiptsComparable, receiptToMetadata, receiptFromMetadata, type Receipt, type ReceiptUnit } from './receipt.js';
 import { backoffDelay, DEFAULT_RETRY, isTransientError, type RetryPolicy } from './retry.js';
 
 export const DEFAULT_TIMEOUT_MS = 30_000;
@@ -200,6 +201,9 @@ interface Group {
   readonly events: readonly PreparedEvent[];
 }
 
+/** Per-stream mode: streams of one call appended at the same time. */
+const PER_STREAM_CONCURRENCY = 16;
+
 /** Re-plans after explained conflicts before giving up (each one means an earlier attempt landed). */
 const MAX_ROUNDS = 8;
 
@@ -269,6 +273,14 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   // whose first connection attempt failed keeps answering UNAVAILABLE after the server is back
   // (seen with client 1.3.1), so tail reads use their own client, replaced after a failed read.
   const client = KurrentDBClient.connectionString(config.connectionString);
+  /** Multi-stream appends with records encoded once, by hand (v2-append.ts); else the client's own. */
+  const encoded = supportsEncodedAppend(client);
+  const records = new WeakMap<PreparedEvent, Buffer>();
+  const recordOf = (event: PreparedEvent): Buffer => {
+    let record = records.get(event);
+    if (!record) records.set(event, (record = encodeAppendRecord(event.id, event.type, Buffer.from(event.dataJson, 'utf8'), event.metadata)));
+    return record;
+  };
   let reader = KurrentDBClient.connectionString(config.connectionString);
   let readerSuspect = false;
   // Optimistic first touch (no tail read): a stream not in the cache is appended to with
@@ -294,6 +306,8 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   let limit = config.maxAppendSize;
   let mode: SinkMode = 'per-stream';
   let queue: Promise<unknown> = Promise.resolve();
+  /** `appendMany` calls in progress (they run concurrently, on disjoint streams). */
+  const inFlightMany = new Set<Promise<unknown>>();
   const stats = {
     state: 'connected' as SinkStatus['state'],
     attempts: 0,
@@ -476,21 +490,21 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     );
   }
 
-  /** The events of `group` the stream's receipt does not show as applied. */
-  function remaining(group: Group, unit: ReceiptUnit, state: StreamState): PreparedEvent[] {
-    if (state.revision === NO_STREAM) return [...group.events];
+  /**
+   * The events of `group` the stream's receipt does not show as applied. A group may hold several
+   * units' events (a batch): each event is compared by its own receipt (unit, then ordinal).
+   */
+  function remaining(group: Group, state: StreamState): PreparedEvent[] {
+    if (state.revision === NO_STREAM || group.events.length === 0) return [...group.events];
     const theirs = state.receipt;
-    const first = group.events[0] ?? null;
-    if (!theirs || theirs.assembler !== unit.assembler) {
-      throw conflictError(group.stream, 'foreign-tail', `a tail written by assembler "${unit.assembler}"`, state, first?.receipt ?? null);
+    const first = group.events[0]!.receipt;
+    if (!theirs || theirs.assembler !== first.assembler) {
+      throw conflictError(group.stream, 'foreign-tail', `a tail written by assembler "${first.assembler}"`, state, first);
     }
-    if (!receiptsComparable(theirs, unit)) {
-      throw conflictError(group.stream, 'receipt-from-other-source', `a receipt from source ${unit.source ?? '?'}`, state, first?.receipt ?? null);
+    if (!receiptsComparable(theirs, first)) {
+      throw conflictError(group.stream, 'receipt-from-other-source', `a receipt from source ${first.source ?? '?'}`, state, first);
     }
-    const order = compareUnits(unit, theirs);
-    if (order < 0) return [];
-    if (order > 0) return [...group.events];
-    return group.events.filter((event) => event.receipt.ordinal > theirs.ordinal);
+    return group.events.filter((event) => compareReceipts(event.receipt, theirs) > 0);
   }
 
   /**
@@ -524,15 +538,14 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   }
 
   /** Per-stream: the group's remaining events in appends of at most `limit` bytes, each at a specific revision. */
-  async function appendPerStream(unit: ReceiptUnit, group: Group): Promise<number> {
+  async function appendPerStream(group: Group, appended: Set<string>): Promise<void> {
     const { stream } = group;
-    let appended = 0;
     // After an optimistic first attempt met an existing stream, the next request re-sends it at
     // the right revision: a retry of the same request, so the hook is not called again.
     let resend = false;
     for (let round = 0; round < MAX_ROUNDS; round++) {
-      const todo = remaining(group, unit, await stateOf(stream));
-      if (todo.length === 0) return group.events.length - appended;
+      const todo = remaining(group, await stateOf(stream));
+      if (todo.length === 0) return;
       const parts = splitBySize(todo, limit, (event) => event.size);
       let replan = false;
       while (parts.length > 0 && !replan) {
@@ -554,13 +567,13 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
           if (optimistic && answer !== 'fresh') {
             // The stream existed and began with these very events (or we cannot tell): nothing was
             // duplicated, but the stream may go on after them — learn its tail and re-plan.
-            if (answer === 'unknown') appended += part.length;
+            if (answer === 'unknown') for (const event of part) appended.add(event.id);
             await refresh(stream);
             replan = true;
           } else {
             const last = part[part.length - 1]!;
             streams.set(stream, { revision: result.nextExpectedRevision, receipt: last.receipt, tail: { id: last.id, type: last.type, revision: result.nextExpectedRevision } });
-            appended += part.length;
+            for (const event of part) appended.add(event.id);
           }
         } catch (error) {
           const type = errorType(error);
@@ -593,7 +606,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
           }
         }
       }
-      if (!replan) return group.events.length - appended;
+      if (!replan) return;
     }
     throw new SinkError('SINK_APPEND_FAILED', `stream "${stream}" kept changing under the sink (${MAX_ROUNDS} re-plans)`, { stream });
   }
@@ -627,9 +640,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
    * (several only when the unit exceeds the max append size). Returns `null` when the server
    * turned out not to serve multi-stream append (mode `auto` then falls back to per-stream).
    */
-  async function appendMultiStream(unit: ReceiptUnit, groups: readonly Group[]): Promise<Map<string, number> | null> {
-    const appended = new Map<string, number>(groups.map((group) => [group.stream, 0]));
-    const skipped = (): Map<string, number> => new Map(groups.map((group) => [group.stream, group.events.length - (appended.get(group.stream) ?? 0)]));
+  async function appendMultiStream(label: string, single: boolean, groups: readonly Group[], appended: Set<string>): Promise<boolean> {
     let callLimit = limit;
     let resend = false; // as in appendPerStream: re-sending after an optimistic first attempt is a retry
     for (let round = 0; round < MAX_ROUNDS; round++) {
@@ -637,46 +648,50 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       const states = await Promise.all(groups.map((group) => stateOf(group.stream)));
       const plans: Group[] = [];
       groups.forEach((group, i) => {
-        const todo = remaining(group, unit, states[i]!);
+        const todo = remaining(group, states[i]!);
         if (todo.length > 0) plans.push({ stream: group.stream, events: todo });
       });
-      if (plans.length === 0) return skipped();
+      if (plans.length === 0) return true;
       const chunks = chunkAcrossStreams(plans, Math.min(callLimit, limit));
-      if (chunks.length > 1) {
+      if (chunks.length > 1 && single) {
         logger.warn('kurrentdb sink: unit exceeds the max append size; it is appended in several multi-stream appends (each atomic, the unit not)', {
-          unit: describe(unit),
+          unit: label,
           appends: chunks.length,
           maxAppendSize: Math.min(callLimit, limit),
         });
       }
       let replan = false;
       for (const chunk of chunks) {
-        const requests: AppendStreamRequest[] = [];
+        const requests: { streamName: string; expectedState: Revision; events: readonly PreparedEvent[] }[] = [];
         const optimistic = new Set<string>();
         for (const plan of chunk) {
           const state = await stateOf(plan.stream);
           if (state === ASSUMED_NEW) optimistic.add(plan.stream);
-          requests.push({ streamName: plan.stream, events: plan.events.map((event) => event.eventData), expectedState: state.revision });
+          requests.push({ streamName: plan.stream, events: plan.events, expectedState: state.revision });
         }
         const eventCount = chunk.reduce((n, plan) => n + plan.events.length, 0);
         if (!resend) await hooks.beforeAppend?.({ streams: chunk.map((plan) => plan.stream), events: eventCount, mode: 'multi-stream' });
         resend = false;
         try {
-          const result = await retrying('multi-stream-append', { streams: chunk.map((plan) => plan.stream), events: eventCount }, () => client.multiStreamAppend(requests));
+          const result = await retrying('multi-stream-append', { streams: chunk.map((plan) => plan.stream), events: eventCount }, () =>
+            encoded
+              ? appendEncoded(client, requests.map((r) => ({ streamName: r.streamName, expectedState: r.expectedState, records: r.events.map(recordOf) })))
+              : client.multiStreamAppend(requests.map((r): AppendStreamRequest => ({ streamName: r.streamName, expectedState: r.expectedState, events: r.events.map((event) => event.eventData) }))),
+          );
           const answer = classify(result.position);
           const revisions = new Map(result.responses.map((response) => [response.streamName, response.revision]));
           for (const plan of chunk) {
             if (optimistic.has(plan.stream) && answer !== 'fresh') {
               // Idempotent (every stream of the call, or it would have failed) or cannot tell:
               // these streams existed with these events and may go on after them — tails below.
-              if (answer === 'unknown') appended.set(plan.stream, (appended.get(plan.stream) ?? 0) + plan.events.length);
+              if (answer === 'unknown') for (const event of plan.events) appended.add(event.id);
               continue;
             }
             const revision = revisions.get(plan.stream);
             const last = plan.events[plan.events.length - 1]!;
             if (revision === undefined) drop(plan.stream);
             else streams.set(plan.stream, { revision, receipt: last.receipt, tail: { id: last.id, type: last.type, revision } });
-            appended.set(plan.stream, (appended.get(plan.stream) ?? 0) + plan.events.length);
+            for (const event of plan.events) appended.add(event.id);
           }
           if (optimistic.size > 0 && answer !== 'fresh') {
             await Promise.all([...optimistic].map((stream) => refresh(stream)));
@@ -709,7 +724,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
             }
             logger.warn('kurrentdb sink: the server does not serve multi-stream append; switching to per-stream appends', { error: errorMessage(error) });
             mode = 'per-stream';
-            return null;
+            return false;
           }
           if (type === 'append-record-size-exceeded') {
             const e = error as { stream?: string; recordId?: string; size?: number; maxSize?: number };
@@ -737,9 +752,9 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
           throw error;
         }
       }
-      if (!replan) return skipped();
+      if (!replan) return true;
     }
-    throw new SinkError('SINK_APPEND_FAILED', `streams of ${describe(unit)} kept changing under the sink (${MAX_ROUNDS} re-plans)`, { unit: describe(unit) });
+    throw new SinkError('SINK_APPEND_FAILED', `streams of ${label} kept changing under the sink (${MAX_ROUNDS} re-plans)`, { unit: label });
   }
 
   function describe(unit: ReceiptUnit): string {
@@ -783,33 +798,63 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     return prepareEvent(event, receiptAt(unit, 0, 1));
   }
 
-  async function appendUnit(batch: SinkBatch): Promise<AppendOutcome> {
+  /**
+   * Appends several units' events in one go (group commit): the units' events are merged per
+   * stream, in unit order, each event with its own receipt; in multi-stream mode all streams go in
+   * one atomic call (several when the max append size requires), in per-stream mode the streams are
+   * appended concurrently, each in order. Resolves with one outcome per unit, in order.
+   */
+  async function appendUnits(batches: readonly SinkBatch[]): Promise<AppendOutcome[]> {
     if (closed) throw closedError();
-    const unit = unitOf(batch.position);
-    if (batch.events.length === 0) return { appended: 0, skipped: 0, streams: [], checkpoint: 'none', mode };
+    const units = batches.map((batch) => unitOf(batch.position));
+    const label = units.length === 1 ? describe(units[0]!) : `${units.length} units, ${describe(units[0]!)} … ${describe(units[units.length - 1]!)}`;
 
-    // Group by stream in order of first appearance; ordinals count within a stream.
-    const byStream = new Map<string, SinkEvent[]>();
+    // Group by stream in order of first appearance; ordinals count within a unit's share of a stream.
+    const byStream = new Map<string, PreparedEvent[]>();
     const ids = new Set<string>();
-    for (const event of batch.events) {
-      if (ids.has(event.id)) {
-        throw new SinkError('SINK_INVALID_EVENT', `event id ${event.id} appears twice in ${describe(unit)}; ids must be unique per delivery`, { eventId: event.id, stream: event.stream });
+    /** Per unit: its streams in order of first appearance and its prepared events. */
+    const perUnit: { streams: string[]; events: PreparedEvent[] }[] = [];
+    let lastWithEvents = -1;
+    for (let u = 0; u < batches.length; u++) {
+      const batch = batches[u]!;
+      const unit = units[u]!;
+      const own = new Map<string, SinkEvent[]>();
+      for (const event of batch.events) {
+        if (ids.has(event.id)) {
+          throw new SinkError('SINK_INVALID_EVENT', `event id ${event.id} appears twice in ${describe(unit)}${units.length > 1 ? ' (or in an earlier unit of the same batch)' : ''}; ids must be unique per delivery`, { eventId: event.id, stream: event.stream });
+        }
+        ids.add(event.id);
+        if (event.stream === config.checkpointStream) {
+          throw new SinkError('SINK_INVALID_EVENT', `event ${event.type} targets the assembler's checkpoint stream "${event.stream}"`, { stream: event.stream, type: event.type });
+        }
+        const list = own.get(event.stream);
+        if (list) list.push(event);
+        else own.set(event.stream, [event]);
       }
-      ids.add(event.id);
-      if (event.stream === config.checkpointStream) {
-        throw new SinkError('SINK_INVALID_EVENT', `event ${event.type} targets the assembler's checkpoint stream "${event.stream}"`, { stream: event.stream, type: event.type });
+      const prepared: PreparedEvent[] = [];
+      for (const [stream, events] of own) {
+        let merged = byStream.get(stream);
+        if (!merged) byStream.set(stream, (merged = []));
+        events.forEach((event, ordinal) => {
+          const p = prepareEvent(event, receiptAt(unit, ordinal, events.length));
+          merged.push(p);
+          prepared.push(p);
+        });
       }
-      const list = byStream.get(event.stream);
-      if (list) list.push(event);
-      else byStream.set(event.stream, [event]);
+      perUnit.push({ streams: [...own.keys()], events: prepared });
+      if (batch.events.length > 0) lastWithEvents = u;
     }
-    const groups: Group[] = [...byStream].map(([stream, events]) => ({
-      stream,
-      events: events.map((event, ordinal) => prepareEvent(event, receiptAt(unit, ordinal, events.length))),
-    }));
-    if (config.checkpointStream) groups.push({ stream: config.checkpointStream, events: [checkpointEvent(config.checkpointStream, batch.position, unit)] });
+    const outcomes: AppendOutcome[] = [];
+    if (lastWithEvents < 0) {
+      for (let u = 0; u < batches.length; u++) outcomes.push({ appended: 0, skipped: 0, streams: [], checkpoint: 'none', mode });
+      return outcomes;
+    }
+    const groups: Group[] = [...byStream].map(([stream, events]) => ({ stream, events }));
+    // One checkpoint event per call, for its last unit with events (a batch lands as a whole in multi-stream mode).
+    const checkpoint = config.checkpointStream ? checkpointEvent(config.checkpointStream, batches[lastWithEvents]!.position, units[lastWithEvents]!) : null;
+    if (checkpoint) groups.push({ stream: config.checkpointStream!, events: [checkpoint] });
 
-    // Before any I/O: nothing of a unit that cannot be appended is written.
+    // Before any I/O: nothing of a call that cannot be appended is written.
     for (const group of groups) {
       for (const event of group.events) {
         const size = mode === 'multi-stream' ? event.multiStreamSize : event.size;
@@ -817,31 +862,58 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       }
     }
 
-    let skipped: Map<string, number> | null = null;
-    if (mode === 'multi-stream') skipped = await appendMultiStream(unit, groups);
-    if (!skipped) {
+    const appended = new Set<string>();
+    let done = false;
+    if (mode === 'multi-stream') done = await appendMultiStream(label, units.length === 1, groups, appended);
+    if (!done) {
       // Tails that must be read (after a failure, or without optimistic first touches) are read in parallel.
       await Promise.all(groups.map((group) => stateOf(group.stream)));
-      skipped = new Map();
-      for (const group of groups) skipped.set(group.stream, await appendPerStream(unit, group));
+      // One unit: its streams one after the other, in order of first appearance (a conflict stops
+      // the rest). A batch of units: streams are independent, appended concurrently (bounded),
+      // each in order — a crash may leave any subset of them written; the receipts make the
+      // replay exact. The checkpoint event (when on) only after all of them.
+      const business = checkpoint ? groups.slice(0, -1) : groups;
+      const concurrency = units.length === 1 ? 1 : PER_STREAM_CONCURRENCY;
+      let next = 0;
+      const worker = async (): Promise<void> => {
+        while (next < business.length) await appendPerStream(business[next++]!, appended);
+      };
+      await Promise.all(Array.from({ length: Math.min(concurrency, business.length) }, worker));
+      if (checkpoint) await appendPerStream(groups[groups.length - 1]!, appended);
     }
 
-    const outcomes: StreamAppendOutcome[] = [];
-    let checkpoint: AppendOutcome['checkpoint'] = 'none';
-    for (const group of groups) {
-      const skip = skipped.get(group.stream) ?? 0;
-      if (group.stream === config.checkpointStream) {
-        checkpoint = skip > 0 ? 'skipped' : 'appended';
-        continue;
+    let appendedTotal = 0;
+    let skippedTotal = 0;
+    for (let u = 0; u < batches.length; u++) {
+      const { streams: names, events } = perUnit[u]!;
+      const streamOutcomes: StreamAppendOutcome[] = names.map((stream) => {
+        const revision = streams.get(stream)?.revision;
+        return { stream, appended: 0, skipped: 0, revision: typeof revision === 'bigint' ? revision : null };
+      });
+      const index = new Map(streamOutcomes.map((o, i) => [o.stream, i]));
+      let unitAppended = 0;
+      for (const event of events) {
+        const i = index.get(event.stream)!;
+        const o = streamOutcomes[i]!;
+        if (appended.has(event.id)) {
+          streamOutcomes[i] = { ...o, appended: o.appended + 1 };
+          unitAppended += 1;
+        } else streamOutcomes[i] = { ...o, skipped: o.skipped + 1 };
       }
-      const revision = streams.get(group.stream)?.revision;
-      outcomes.push({ stream: group.stream, appended: group.events.length - skip, skipped: skip, revision: typeof revision === 'bigint' ? revision : null });
+      const unitSkipped = events.length - unitAppended;
+      appendedTotal += unitAppended;
+      skippedTotal += unitSkipped;
+      outcomes.push({
+        appended: unitAppended,
+        skipped: unitSkipped,
+        streams: streamOutcomes,
+        checkpoint: u === lastWithEvents && checkpoint ? (appended.has(checkpoint.id) ? 'appended' : 'skipped') : 'none',
+        mode,
+      });
     }
-    const appended = outcomes.reduce((n, o) => n + o.appended, 0);
-    const skippedTotal = outcomes.reduce((n, o) => n + o.skipped, 0);
-    stats.appendedEvents += appended;
+    stats.appendedEvents += appendedTotal;
     stats.skippedEvents += skippedTotal;
-    return { appended, skipped: skippedTotal, streams: outcomes, checkpoint, mode };
+    return outcomes;
   }
 
   // Start-up: learn what the server serves, and say which mode runs.
@@ -873,8 +945,16 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       return mode;
     },
     append(batch: SinkBatch): Promise<AppendOutcome> {
-      const run = queue.then(() => appendUnit(batch));
+      const run = queue.then(() => appendUnits([batch])).then((outcomes) => outcomes[0]!);
       queue = run.catch(() => undefined);
+      return run;
+    },
+    appendMany(batches: readonly SinkBatch[]): Promise<AppendOutcome[]> {
+      // Not queued behind `append`: the caller runs concurrent calls on disjoint streams only.
+      const run = appendUnits(batches);
+      const settled = run.catch(() => undefined);
+      inFlightMany.add(settled);
+      void settled.finally(() => inFlightMany.delete(settled));
       return run;
     },
     forget(names: readonly string[]): void {
@@ -898,7 +978,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       if (closed) return;
       closed = true;
       closing.abort();
-      await queue;
+      await Promise.all([queue, ...inFlightMany]);
       await Promise.allSettled([client.dispose(), reader.dispose()]);
       streams.clear();
       mustRead.clear();

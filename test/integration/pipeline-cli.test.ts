@@ -68,7 +68,7 @@ export default defineConfig({
     const stopped = lines().find((l) => l['msg'] === 'assembler stopped')!;
     expect(stopped).toMatchObject({ transactions: { received: 2, appended: 2 }, events: { appended: 2 } });
     expect((await rig.slot(rig.slots[0]!)).confirmed_flush_lsn).toBe(stopped['acknowledgedLsn']);
-    expect(lines().find((l) => l['msg'] === 'assembler started')).toMatchObject({ mode: 'multi-stream', lanes: 4 });
+    expect(lines().find((l) => l['msg'] === 'assembler started')).toMatchObject({ mode: 'multi-stream', concurrentAppends: 4 });
     expect(output).not.toContain(inject('postgres').password);
   });
 });

@@ -334,6 +334,74 @@ describe.each([
 
   // ---- optimistic first touch: no tail read for new streams ----
 
+  it('appendMany: several units in one call (group commit) — merged per stream in unit order, a receipt per unit, an outcome per unit', async () => {
+    const db = await server({ features });
+    const id = unique();
+    const a = `invoice-${id}-1`;
+    const b = `customer-${id}-7`;
+    const c = `invoice-${id}-2`;
+    const assembler = `asm_${id}`;
+    const units = [
+      tx(id, 1, [[a, 'InvoiceDrafted'], [b, 'CustomerBilled']]),
+      tx(id, 2, [[c, 'InvoiceDrafted']]),
+      tx(id, 3, [[a, 'InvoiceIssued'], [a, 'InvoiceLineAdded'], [b, 'CustomerCredited']]),
+      tx(id, 4, []),
+    ];
+    const requests: { streams: readonly string[]; events: number }[] = [];
+    const s = await sink(db, { assembler, hooks: { beforeAppend: (r) => void requests.push({ streams: r.streams, events: r.events }) } });
+    const outcomes = await s.appendMany(units);
+
+    expect(outcomes.map((o) => [o.appended, o.skipped, o.checkpoint])).toEqual([
+      [2, 0, 'none'],
+      [1, 0, 'none'],
+      [3, 0, 'appended'],
+      [0, 0, 'none'],
+    ]);
+    expect(outcomes[2]!.streams).toEqual([
+      { stream: a, appended: 2, skipped: 0, revision: 2n },
+      { stream: b, appended: 1, skipped: 0, revision: 1n },
+    ]);
+    expect(ids(db, a)).toEqual([units[0]!.events[0]!.id, units[2]!.events[0]!.id, units[2]!.events[1]!.id]);
+    expect(ids(db, b)).toEqual([units[0]!.events[1]!.id, units[2]!.events[2]!.id]);
+    expect(ids(db, c)).toEqual([units[1]!.events[0]!.id]);
+    // Each event's receipt names its own unit; ordinals count within the unit's share of the stream.
+    expect(stored(db, a).map((e) => receiptFromMetadata(e.metadata)).map((r) => r && r.kind === 'transaction' && [r.commitLsn, r.ordinal, r.count])).toEqual([
+      [units[0]!.position.commitLsn, 0, 1],
+      [units[2]!.position.commitLsn, 0, 2],
+      [units[2]!.position.commitLsn, 1, 2],
+    ]);
+    // One checkpoint event for the call: its last unit with events.
+    expect(stored(db, checkpointStreamName(assembler)).map((e) => e.metadata['receipt.commitLsn'])).toEqual([units[2]!.position.commitLsn]);
+    if (mode === 'multi-stream') expect(requests).toEqual([{ streams: [a, b, c, checkpointStreamName(assembler)], events: 7 }]);
+    else expect(requests.map((r) => r.streams[0]).sort()).toEqual([a, b, c, checkpointStreamName(assembler)].sort());
+  });
+
+  it('appendMany: a batch replayed over a partly applied one writes each event exactly once (new instance, tails read)', async () => {
+    const db = await server({ features });
+    const id = unique();
+    const a = `invoice-${id}-1`;
+    const b = `customer-${id}-7`;
+    const assembler = `asm_${id}`;
+    const units = [tx(id, 1, [[a, 'InvoiceDrafted'], [b, 'CustomerBilled']]), tx(id, 2, [[a, 'InvoiceIssued']]), tx(id, 3, [[b, 'CustomerCredited'], [a, 'InvoicePaid']])];
+    // A first run got units 1 and 2 in, then died.
+    const first = await sink(db, { assembler });
+    await first.appendMany(units.slice(0, 2));
+    await first.close();
+    // The replay delivers 1..3 again in one batch.
+    const second = await sink(db, { assembler });
+    const outcomes = await second.appendMany(units);
+    expect(outcomes.map((o) => [o.appended, o.skipped])).toEqual([
+      [0, 2],
+      [0, 1],
+      [2, 0],
+    ]);
+    expect(ids(db, a)).toEqual([units[0]!.events[0]!.id, units[1]!.events[0]!.id, units[2]!.events[1]!.id]);
+    expect(ids(db, b)).toEqual([units[0]!.events[1]!.id, units[2]!.events[0]!.id]);
+    // And once more, all of it: nothing new.
+    expect((await second.appendMany(units)).map((o) => o.appended)).toEqual([0, 0, 0]);
+    expect(ids(db, a)).toHaveLength(3);
+  });
+
   it('first touch: appending N units to N new streams reads no stream tail', async () => {
     const db = await server({ features });
     const id = unique();

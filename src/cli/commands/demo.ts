@@ -231,7 +231,7 @@ export async function runDemo(options: DemoOptions, io: DemoIo): Promise<DemoRes
     await waitFor(() => (assembler.status().snapshot?.consistentPoint ?? null) !== null || assembler.status().snapshot?.action === 'stream', 'the assembler to create its slot', io.signal, () => fatal);
     const started = assembler.status();
     say(
-      `assembler "${name}" running: ${started.mode} appends, ${started.lanes} lanes; slot ${slot} created with an exported snapshot, ` +
+      `assembler "${name}" running: ${started.mode} appends (group commit, up to ${started.concurrentAppends} calls at once); slot ${slot} created with an exported snapshot, ` +
         `initial snapshot (generation ${started.snapshot?.generation ?? '?'}) reading, then streaming from ${started.snapshot?.consistentPoint ?? '?'}`,
     );
 

@@ -38,7 +38,7 @@ default-exports defineConfig({...}):
                  progress in KurrentDB (event-assembler.snapshot-<name>), resumed after
                  a crash; initial_only: snapshot, then exit 0. when_needed: next issue
   failurePolicy  { contractViolation: 'halt' (default) | 'park' }
-  limits         { maxInFlightTransactions: 1000, maxConcurrentStreams: 4, ... }
+  limits         { maxInFlightTransactions: 1000, maxConcurrentAppends: 4, maxBatchTransactions: 512, ... }
 
 Example (invoicing.config.ts):
   import { defineConfig } from 'event-assembler';

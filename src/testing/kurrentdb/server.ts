@@ -8,7 +8,7 @@ import { serverFeaturesGrpc, streamsGrpc, v2StreamsGrpc } from './proto.js';
 import { createServerFeaturesService } from './server-features-service.js';
 import { createEventStore } from './store.js';
 import { createStreamsService } from './streams-service.js';
-import { createStreamsV2Service } from './streams-v2-service.js';
+import { createStreamsV2Service, streamsV2ServiceDefinition } from './streams-v2-service.js';
 
 export interface InMemoryKurrentDBOptions {
   /** Port on 127.0.0.1. Default: a free port chosen by the OS. */
@@ -138,7 +138,7 @@ export async function startInMemoryKurrentDB(options: InMemoryKurrentDBOptions =
     if (!features.batchAppend) delete streamsService.batchAppend; // grpc-js answers UNIMPLEMENTED
     server.addService(streamsGrpc.StreamsService, streamsService);
     server.addService(serverFeaturesGrpc.ServerFeaturesService, createServerFeaturesService(features));
-    if (features.multiStreamAppend) server.addService(v2StreamsGrpc.StreamsServiceService, createStreamsV2Service(context));
+    if (features.multiStreamAppend) server.addService(streamsV2ServiceDefinition(v2StreamsGrpc.StreamsServiceService), createStreamsV2Service(context));
     const listening = await listenOn(port, server.createConnectionInjector(grpc.ServerCredentials.createInsecure()));
     port = listening.port;
     running = { server, drop: listening.drop };

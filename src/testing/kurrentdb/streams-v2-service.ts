@@ -15,6 +15,7 @@ import {
 } from './errors.js';
 import { v2StreamsPb } from './proto.js';
 import type { AppendRequest, ProposedEvent } from './store.js';
+import { decodeAppendRequest, type DecodedAppendRecord, type DecodedAppendRequest } from './v2-append-decoder.js';
 import { ExpectedVersion } from './store.js';
 
 const { SchemaFormat } = v2StreamsPb;
@@ -33,23 +34,19 @@ const FORMAT_NAMES: Record<number, string> = {
  * (EventRecord.SynthesizeMetadataFromProperties; non-JSON formats get `$schema.format` already in
  * PreProcessRecord). Readers of such events therefore see two extra metadata keys.
  */
-function toProposedEvent(record: v2StreamsPb.AppendRecord): { event: ProposedEvent; propertiesSize: number } {
-  const schema = record.getSchema();
-  const format = schema?.getFormat() ?? SchemaFormat.SCHEMA_FORMAT_UNSPECIFIED;
-  const type = schema?.getName() ?? '';
-  const properties: Record<string, unknown> = {};
-  record.getPropertiesMap().forEach((value, key) => {
-    properties[key] = value.toJavaScript();
-  });
+function toProposedEvent(record: DecodedAppendRecord): { event: ProposedEvent; propertiesSize: number } {
+  const format = record.schema?.format ?? SchemaFormat.SCHEMA_FORMAT_UNSPECIFIED;
+  const type = record.schema?.name ?? '';
+  const properties: Record<string, unknown> = { ...record.properties };
   properties['$schema.name'] = type;
   properties['$schema.format'] = FORMAT_NAMES[format] ?? String(format);
   const metadata = Buffer.from(JSON.stringify(properties), 'utf8');
   return {
     event: {
-      id: (record.hasRecordId() ? record.getRecordId()! : randomUUID()).toLowerCase(), // PreProcessRecord fills a missing id
+      id: (record.id ?? randomUUID()).toLowerCase(), // PreProcessRecord fills a missing id
       type,
       contentType: format === SchemaFormat.SCHEMA_FORMAT_JSON ? 'application/json' : 'application/octet-stream',
-      data: record.getData_asU8(),
+      data: record.data,
       metadata,
     },
     propertiesSize: metadata.length,
@@ -60,7 +57,7 @@ export function createStreamsV2Service(context: ServerContext): grpc.UntypedServ
   const { store } = context;
 
   function appendSession(
-    call: grpc.ServerReadableStream<v2StreamsPb.AppendRequest, v2StreamsPb.AppendSessionResponse>,
+    call: grpc.ServerReadableStream<DecodedAppendRequest, v2StreamsPb.AppendSessionResponse>,
     callback: grpc.sendUnaryData<v2StreamsPb.AppendSessionResponse>,
   ): void {
     const requests: AppendRequest[] = [];
@@ -74,9 +71,9 @@ export function createStreamsV2Service(context: ServerContext): grpc.UntypedServ
       callback(error);
     };
 
-    call.on('data', (request: v2StreamsPb.AppendRequest) => {
+    call.on('data', (request: DecodedAppendRequest) => {
       if (failed) return;
-      const streamName = request.getStream();
+      const streamName = request.stream;
       // "Temporary limitation": each stream at most once per session, compared case-insensitively
       // (AppendRequestComparer uses OrdinalIgnoreCase).
       const key = streamName.toLowerCase();
@@ -84,7 +81,7 @@ export function createStreamsV2Service(context: ServerContext): grpc.UntypedServ
       seen.add(key);
 
       const events: ProposedEvent[] = [];
-      for (const record of request.getRecordsList()) {
+      for (const record of request.records) {
         const { event, propertiesSize } = toProposedEvent(record);
         // AppendRecordExtensions.CalculateSizeOnDisk: data + properties + schema name.
         const recordSize = event.data.length + propertiesSize + Buffer.byteLength(event.type);
@@ -99,7 +96,7 @@ export function createStreamsV2Service(context: ServerContext): grpc.UntypedServ
         events.push(event);
       }
       // No expected revision means "any" (ExpectedRevisionOrAny).
-      const expected = request.hasExpectedRevision() ? BigInt(request.getExpectedRevision()!) : ExpectedVersion.Any;
+      const expected = request.expectedRevision ?? ExpectedVersion.Any;
       requests.push({ streamName, expectedRevision: expected, events });
     });
     call.on('error', () => {
@@ -136,4 +133,14 @@ export function createStreamsV2Service(context: ServerContext): grpc.UntypedServ
   }
 
   return { appendSession };
+}
+
+/**
+ * The v2 service definition with AppendSession's requests decoded by `decodeAppendRequest`
+ * (no google-protobuf objects per record); responses are the generated classes.
+ */
+export function streamsV2ServiceDefinition(definition: grpc.ServiceDefinition): grpc.ServiceDefinition {
+  const appendSession = definition['appendSession'];
+  if (!appendSession) throw new Error('the v2 StreamsService definition has no appendSession');
+  return { ...definition, appendSession: { ...appendSession, requestDeserialize: (bytes: Buffer) => decodeAppendRequest(bytes) } };
 }

@@ -1,0 +1,41 @@
+// Front-half profile: raw reader vs source-only vs null-sink assembler on the same pre-written WAL,
+// small enough to iterate on (default 20,000 transactions). For CPU profiles:
+//   EA_BENCH_ONLY=source node --cpu-prof --cpu-prof-dir=.tmp/prof --import tsx bench/front.bench.ts
+import { startEmbeddedPostgres } from '../src/testing/postgres.js';
+import { createBenchDatabase, PUBLICATION, writeInvoicesBulk } from './lib/invoicing-db.js';
+import { drainPipeline, nullSink } from './lib/pipeline-run.js';
+import { drainRaw } from './lib/raw-reader.js';
+import { drainSourceOnly } from './lib/source-only.js';
+import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
+
+const N = Number(process.env.EA_BENCH_TRANSACTIONS ?? 20_000);
+const ONLY = (process.env.EA_BENCH_ONLY ?? 'raw,source,null,mem0,mem2').split(',');
+const server = await startEmbeddedPostgres();
+try {
+  const db = await createBenchDatabase(server, 'front');
+  const captureUrl = server.connectionString({ database: db.name });
+  await db.createSlots(['raw', 'source', 'nullsink', 'mem0', 'mem2']);
+  await writeInvoicesBulk(db, N);
+  const raw = await drainRaw(db.connection, 'raw', PUBLICATION, N, N);
+  console.log(`raw: ${raw.seconds.toFixed(2)} s, ${Math.round(N / raw.seconds)} tx/s`);
+  if (ONLY.includes('source')) {
+    const src = await drainSourceOnly(db.connection, 'source', PUBLICATION, N, N);
+    console.log(`source only: ${src.seconds.toFixed(2)} s, ${Math.round(N / src.seconds)} tx/s, ratio ${(raw.seconds / src.seconds).toFixed(2)}`);
+  }
+  if (ONLY.includes('null')) {
+    const r = await drainPipeline({ captureUrl, slot: 'nullsink', publication: PUBLICATION, sink: nullSink }, raw.markLsn, raw.lastEndLsn);
+    console.log(`null sink: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}`);
+  }
+  for (const [slot, latency] of [['mem0', 0], ['mem2', 2]] as const) {
+    if (!ONLY.includes(slot)) continue;
+    const kurrent = await startKurrentDBProcess(latency);
+    try {
+      const r = await drainPipeline({ captureUrl, slot, publication: PUBLICATION, destination: kurrent.connectionString }, raw.markLsn, raw.lastEndLsn);
+      console.log(`in-memory ${latency} ms: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}, ${r.events} events, ${JSON.stringify(r.batching)}`);
+    } finally {
+      await kurrent.stop();
+    }
+  }
+} finally {
+  await server.destroy();
+}

@@ -1,0 +1,166 @@
+/**
+ * The pipeline's appender: group commit over one sink.
+ *
+ * Units (a source transaction's or a snapshot record's events) are queued in the order the
+ * pipeline hands them over. Whenever a call may start, the queue's head is taken as one batch —
+ * as many units as are waiting, up to `maxBatchUnits` units and `maxBatchEvents` events — and
+ * appended with one `sink.appendMany` call (one atomic multi-stream append, or concurrent
+ * per-stream appends). So at a low rate each unit goes alone (low latency), and under load the
+ * batches grow by themselves (high throughput: one round trip carries hundreds of transactions).
+ *
+ * Up to `maxConcurrentAppends` calls run at once, on disjoint streams only: a unit touching a
+ * stream of a call in flight waits — with everything queued behind it — until that call is done.
+ * Batches are taken strictly from the head of the queue, so every stream receives its units in
+ * queue order.
+ *
+ * After a failed call nothing queued behind it runs (every later unit is rejected with
+ * `PIPELINE_APPEND_BLOCKED`): a later unit landing in a stream before an earlier one would make the
+ * earlier one look like an old replay. The pipeline stops on the first failure anyway.
+ */
+import { EventAssemblerError } from '../errors.js';
+import type { AppendOutcome, Sink, SinkBatch } from '../sink/index.js';
+
+export interface AppenderOptions {
+  /** Calls in flight at once (on disjoint streams). @default 4 */
+  readonly maxConcurrentAppends?: number;
+  /** Units per call. @default 512 */
+  readonly maxBatchUnits?: number;
+  /** Events per call (a single larger unit still goes alone; the sink splits by size). @default 2048 */
+  readonly maxBatchEvents?: number;
+}
+
+export interface Appender {
+  /** Queues the unit; resolves when it is durable (and with it everything queued before it in its streams). */
+  append(batch: SinkBatch): Promise<AppendOutcome>;
+  /** Units queued or being appended. */
+  readonly inFlight: number;
+  /** Resolves when nothing is queued or running (failures included). */
+  drain(): Promise<void>;
+  /** Resolves when fewer than `n` units are queued or running. */
+  whenBelow(n: number): Promise<void>;
+  /** Calls completed, and units they carried (for status: units per call = batching). */
+  readonly stats: { readonly calls: number; readonly units: number; readonly largestBatch: number };
+}
+
+interface Entry {
+  readonly batch: SinkBatch;
+  readonly streams: readonly string[];
+  readonly resolve: (outcome: AppendOutcome) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+export function createAppender(sink: Sink, options: AppenderOptions = {}): Appender {
+  const maxConcurrent = options.maxConcurrentAppends ?? 4;
+  const maxUnits = options.maxBatchUnits ?? 512;
+  const maxEvents = options.maxBatchEvents ?? 2048;
+  if (!(maxConcurrent >= 1 && maxUnits >= 1 && maxEvents >= 1)) throw new RangeError('appender limits must be at least 1');
+
+  let queue: Entry[] = [];
+  let head = 0;
+  /** Streams of calls in flight. */
+  const busy = new Set<string>();
+  let running = 0;
+  let inFlight = 0;
+  let failure: unknown = null;
+  let scheduled = false;
+  let waiters: { n: number; resolve: () => void }[] = [];
+  const stats = { calls: 0, units: 0, largestBatch: 0 };
+
+  function settle(count: number): void {
+    inFlight -= count;
+    if (waiters.length === 0) return;
+    const ready = waiters.filter((w) => inFlight < w.n);
+    if (ready.length === 0) return;
+    waiters = waiters.filter((w) => inFlight >= w.n);
+    for (const w of ready) w.resolve();
+  }
+
+  function blocked(streams: readonly string[]): EventAssemblerError {
+    return new EventAssemblerError('PIPELINE_APPEND_BLOCKED', 'not appended: an earlier append failed', { streams: [...streams] });
+  }
+
+  function schedule(): void {
+    if (scheduled) return;
+    scheduled = true;
+    // After the current turn: units handed over in the same turn travel together.
+    setImmediate(pump);
+  }
+
+  function pump(): void {
+    scheduled = false;
+    while (running < maxConcurrent && head < queue.length && failure === null) {
+      const take: Entry[] = [];
+      let events = 0;
+      while (head < queue.length && take.length < maxUnits) {
+        const entry = queue[head]!;
+        if (entry.streams.some((s) => busy.has(s))) break;
+        if (take.length > 0 && events + entry.batch.events.length > maxEvents) break;
+        take.push(entry);
+        events += entry.batch.events.length;
+        head += 1;
+      }
+      if (take.length === 0) break;
+      if (head > 1024 && head * 2 > queue.length) {
+        queue = queue.slice(head);
+        head = 0;
+      }
+      dispatch(take);
+    }
+  }
+
+  function dispatch(take: Entry[]): void {
+    const streams = new Set<string>();
+    for (const entry of take) for (const s of entry.streams) streams.add(s);
+    for (const s of streams) busy.add(s);
+    running += 1;
+    const batches = take.map((entry) => entry.batch);
+    const call: Promise<AppendOutcome[]> = sink.appendMany ? sink.appendMany(batches) : Promise.all(batches.map((batch) => sink.append(batch)));
+    void call.then(
+      (outcomes) => {
+        stats.calls += 1;
+        stats.units += take.length;
+        if (take.length > stats.largestBatch) stats.largestBatch = take.length;
+        take.forEach((entry, i) => entry.resolve(outcomes[i]!));
+      },
+      (error: unknown) => {
+        failure ??= error;
+        for (const entry of take) entry.reject(error);
+        // Nothing queued behind a failed call may run.
+        const rest = queue.slice(head);
+        queue = [];
+        head = 0;
+        for (const entry of rest) entry.reject(blocked(entry.streams));
+        settle(rest.length);
+      },
+    ).finally(() => {
+      for (const s of streams) busy.delete(s);
+      running -= 1;
+      settle(take.length);
+      if (head < queue.length) schedule();
+    });
+  }
+
+  function whenBelow(n: number): Promise<void> {
+    if (inFlight < n) return Promise.resolve();
+    return new Promise((resolve) => waiters.push({ n, resolve }));
+  }
+
+  return {
+    append(batch) {
+      const streams = [...new Set(batch.events.map((e) => e.stream))];
+      if (failure !== null) return Promise.reject(blocked(streams));
+      inFlight += 1;
+      const promise = new Promise<AppendOutcome>((resolve, reject) => queue.push({ batch, streams, resolve, reject }));
+      schedule();
+      return promise;
+    },
+    get inFlight() {
+      return inFlight;
+    },
+    drain: () => whenBelow(1),
+    whenBelow,
+    get stats() {
+      return { ...stats };
+    },
+  };
+}
