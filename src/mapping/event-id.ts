@@ -19,13 +19,18 @@ export const DNS_NAMESPACE = '6ba7b810-9dad-11d1-80b4-00c04fd430c8';
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** Namespace bytes by namespace text (ids are made for every event: parse each namespace once). */
+const namespaces = new Map<string, Buffer>();
+
 /** UUIDv5 of `name` (UTF-8) in `namespace`. */
 export function uuidv5(name: string, namespace: string): string {
-  if (!UUID_PATTERN.test(namespace)) throw new TypeError(`uuidv5: namespace is not a UUID: ${namespace}`);
-  const hash = createHash('sha1')
-    .update(Buffer.from(namespace.replace(/-/g, ''), 'hex'))
-    .update(name, 'utf8')
-    .digest();
+  let ns = namespaces.get(namespace);
+  if (!ns) {
+    if (!UUID_PATTERN.test(namespace)) throw new TypeError(`uuidv5: namespace is not a UUID: ${namespace}`);
+    ns = Buffer.from(namespace.replace(/-/g, ''), 'hex');
+    if (namespaces.size < 64) namespaces.set(namespace, ns);
+  }
+  const hash = createHash('sha1').update(ns).update(name, 'utf8').digest();
   const bytes = hash.subarray(0, 16);
   bytes[6] = (bytes[6]! & 0x0f) | 0x50; // version 5
   bytes[8] = (bytes[8]! & 0x3f) | 0x80; // variant 10xx

@@ -153,38 +153,159 @@ function oldValue(change: VisibleChange, column: string): unknown {
   return change.before[column];
 }
 
-function changeView(change: VisibleChange): ChangeView {
-  const changed = (column: string): boolean => {
+/**
+ * One change as the mapper sees it. A class (methods on the prototype) rather than closures:
+ * views are built for every change of every transaction, which made them the top of the profile.
+ */
+class ChangeViewImpl {
+  readonly op: VisibleChange['op'];
+  readonly table: QualifiedTable;
+  readonly index: number;
+  readonly key: Row;
+  readonly oldKey: Row | null;
+  readonly after: Row | null;
+  readonly before: Row | null;
+  readonly #change: VisibleChange;
+
+  constructor(change: VisibleChange) {
+    this.op = change.op;
+    this.table = change.table;
+    this.index = change.index;
+    this.key = change.key;
+    this.oldKey = change.oldKey;
+    this.after = change.after;
+    this.before = change.before;
+    this.#change = change;
+    Object.freeze(this);
+  }
+
+  changed(column: string): boolean {
+    const change = this.#change;
     requireAllowlisted(change, column);
     if (change.op === 'insert' || change.op === 'delete') return true;
     if (change.op === 'read') return false;
     const now = change.after?.[column];
     if (isUnchangedToast(now)) return false;
     return !valuesEqual(oldValue(change, column), now);
-  };
-  const view = {
-    op: change.op,
-    table: change.table,
-    index: change.index,
-    key: change.key,
-    oldKey: change.oldKey,
-    after: change.after,
-    before: change.before,
-    changed,
-    changedTo(column: string, value: unknown): boolean {
-      if (change.op !== 'insert' && change.op !== 'update') return false;
-      return changed(column) && matchesOne(change.after?.[column], value);
-    },
-    changedFrom(column: string, from: unknown) {
-      return Object.freeze({
-        to(value: unknown): boolean {
-          if (change.op !== 'update') return false;
-          return changed(column) && matchesOne(oldValue(change, column), from) && matchesOne(change.after?.[column], value);
-        },
-      });
-    },
-  };
-  return Object.freeze(view) as unknown as ChangeView;
+  }
+
+  changedTo(column: string, value: unknown): boolean {
+    const change = this.#change;
+    if (change.op !== 'insert' && change.op !== 'update') return false;
+    return this.changed(column) && matchesOne(change.after?.[column], value);
+  }
+
+  changedFrom(column: string, from: unknown): { to(value: unknown): boolean } {
+    const change = this.#change;
+    return Object.freeze({
+      to: (value: unknown): boolean => {
+        if (change.op !== 'update') return false;
+        return this.changed(column) && matchesOne(oldValue(change, column), from) && matchesOne(change.after?.[column], value);
+      },
+    });
+  }
+}
+
+const EMPTY: readonly never[] = Object.freeze([]);
+
+/** The transaction a mapper receives (see `Transaction`): methods on the prototype, lists built on demand. */
+class TransactionViewImpl {
+  readonly tables: readonly QualifiedTable[];
+  readonly isSnapshot: boolean;
+  readonly snapshotGeneration: string | null;
+  readonly commitTime: string | null;
+  readonly position: SourcePosition | null;
+  readonly xid: number | null;
+  readonly commitLsn: string | null;
+  readonly #views: readonly ChangeView[];
+  readonly #declared: Readonly<Record<QualifiedTable, TableAllowlist>>;
+  readonly #truncated: readonly QualifiedTable[];
+
+  constructor(unit: SourceUnit, views: readonly ChangeView[], declared: Readonly<Record<QualifiedTable, TableAllowlist>>, truncated: readonly QualifiedTable[]) {
+    const names: QualifiedTable[] = [];
+    for (const v of views) if (!names.includes(v.table)) names.push(v.table);
+    this.tables = Object.freeze(names);
+    this.#views = views;
+    this.#declared = declared;
+    this.#truncated = truncated;
+    if (unit.kind === 'snapshot') {
+      this.isSnapshot = true;
+      this.snapshotGeneration = unit.snapshotGeneration;
+      this.commitTime = null;
+      this.position = null;
+      this.xid = null;
+      this.commitLsn = null;
+    } else {
+      this.isSnapshot = false;
+      this.snapshotGeneration = null;
+      this.commitTime = unit.commitTime;
+      this.position = unit.position;
+      this.xid = unit.xid;
+      this.commitLsn = unit.commitLsn;
+    }
+    Object.freeze(this);
+  }
+
+  #assertDeclared(table: string): void {
+    if (!this.#declared[table]) {
+      throw new MapperUsageError(`table ${table} is not declared by this mapper; add it to tables`, { table });
+    }
+  }
+
+  #ofOp(table: string, op: ChangeView['op']): readonly ChangeView[] {
+    const out = this.#views.filter((v) => v.table === table && v.op === op);
+    return out.length === 0 ? EMPTY : Object.freeze(out);
+  }
+
+  changes(table?: string): readonly ChangeView[] {
+    if (table === undefined) return this.#views;
+    this.#assertDeclared(table);
+    return Object.freeze(this.#views.filter((v) => v.table === table));
+  }
+
+  inserts(table: string): readonly ChangeView[] {
+    this.#assertDeclared(table);
+    return this.#ofOp(table, 'insert');
+  }
+
+  updates(table: string): readonly ChangeView[] {
+    this.#assertDeclared(table);
+    return this.#ofOp(table, 'update');
+  }
+
+  deletes(table: string): readonly ChangeView[] {
+    this.#assertDeclared(table);
+    return this.#ofOp(table, 'delete');
+  }
+
+  reads(table: string): readonly ChangeView[] {
+    this.#assertDeclared(table);
+    return this.#ofOp(table, 'read');
+  }
+
+  rows(table: string, where?: Row | ((row: Row) => boolean)): readonly Row[] {
+    this.#assertDeclared(table);
+    const all: Row[] = [];
+    for (const v of this.#views) if (v.table === table && v.after !== null) all.push(v.after as Row);
+    if (where === undefined) return Object.freeze(all);
+    if (typeof where === 'function') return Object.freeze(all.filter(where));
+    const entries = Object.entries(where);
+    for (const [column] of entries) requireAllowlisted({ allow: this.#declared[table]!, table } as VisibleChange, column);
+    return Object.freeze(all.filter((row) => entries.every(([column, value]) => valuesEqual(row[column], value))));
+  }
+
+  related(table: string, byColumns: Row): readonly Row[] {
+    return this.rows(table, byColumns);
+  }
+
+  transitions(table: string, column: string, from: unknown, to: unknown): readonly ChangeView[] {
+    this.#assertDeclared(table);
+    return Object.freeze(this.#ofOp(table, 'update').filter((v) => v.changedFrom(column as never, from as never).to(to as never)));
+  }
+
+  truncated(table: string): boolean {
+    return this.#truncated.includes(table);
+  }
 }
 
 /**
@@ -196,56 +317,9 @@ export function createTransactionView<DB = Record<string, Row>>(
   tables: Readonly<Record<QualifiedTable, TableAllowlist>>,
 ): { readonly tx: Transaction<DB>; readonly isEmpty: boolean; readonly visible: readonly VisibleChange[] } {
   const visible = visibleUnit(unit, tables);
-  const views = Object.freeze(visible.changes.map(changeView));
-  const tableNames = Object.freeze([...new Set(views.map((v) => v.table))]);
-  const ofTable = (table?: string) => (table === undefined ? views : Object.freeze(views.filter((v) => v.table === table)));
-  const ofOp = (table: string, op: ChangeView['op']) => Object.freeze(views.filter((v) => v.table === table && v.op === op));
-  const assertDeclared = (table: string) => {
-    if (!tables[table]) {
-      throw new MapperUsageError(`table ${table} is not declared by this mapper; add it to tables`, { table });
-    }
-  };
-  const rows = (table: string, where?: Row | ((row: Row) => boolean)): readonly Row[] => {
-    assertDeclared(table);
-    const all = views.filter((v) => v.table === table && v.after !== null).map((v) => v.after as Row);
-    if (where === undefined) return Object.freeze(all);
-    if (typeof where === 'function') return Object.freeze(all.filter(where));
-    const entries = Object.entries(where);
-    for (const [column] of entries) requireAllowlisted({ allow: tables[table]!, table } as VisibleChange, column);
-    return Object.freeze(all.filter((row) => entries.every(([column, value]) => valuesEqual(row[column], value))));
-  };
-  const base = {
-    tables: tableNames,
-    changes: (table?: string) => {
-      if (table !== undefined) assertDeclared(table);
-      return ofTable(table);
-    },
-    inserts: (table: string) => (assertDeclared(table), ofOp(table, 'insert')),
-    updates: (table: string) => (assertDeclared(table), ofOp(table, 'update')),
-    deletes: (table: string) => (assertDeclared(table), ofOp(table, 'delete')),
-    reads: (table: string) => (assertDeclared(table), ofOp(table, 'read')),
-    rows,
-    related: (table: string, byColumns: Row) => rows(table, byColumns),
-    transitions: (table: string, column: string, from: unknown, to: unknown) => {
-      assertDeclared(table);
-      return Object.freeze(ofOp(table, 'update').filter((v) => v.changedFrom(column as never, from as never).to(to as never)));
-    },
-    truncated: (table: string) => visible.truncated.includes(table),
-  };
-  const tx =
-    unit.kind === 'snapshot'
-      ? { ...base, isSnapshot: true, snapshotGeneration: unit.snapshotGeneration, commitTime: null, position: null, xid: null, commitLsn: null }
-      : {
-          ...base,
-          isSnapshot: false,
-          snapshotGeneration: null,
-          commitTime: unit.commitTime,
-          position: unit.position,
-          xid: unit.xid,
-          commitLsn: unit.commitLsn,
-        };
+  const views = Object.freeze(visible.changes.map((change) => new ChangeViewImpl(change) as unknown as ChangeView));
   return {
-    tx: Object.freeze(tx) as unknown as Transaction<DB>,
+    tx: new TransactionViewImpl(unit, views, tables, visible.truncated) as unknown as Transaction<DB>,
     isEmpty: visible.changes.length === 0 && visible.truncated.length === 0,
     visible: visible.changes,
   };

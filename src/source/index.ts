@@ -257,10 +257,17 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
     signal();
   }
 
+  /**
+   * Backpressure with hysteresis: pause at a limit, resume only once well below it (¾ of each
+   * limit, half the pending messages) — pausing and resuming the socket on every transaction
+   * acknowledged at the limit was the top of the source's profile.
+   */
   function updateFlow(): void {
-    const full = inFlight.length >= config.maxInFlightTransactions || inFlightBytes >= config.maxInFlightBytes || pending >= MAX_PENDING_MESSAGES;
-    if (full && !reader.paused) reader.pause();
-    else if (!full && reader.paused) reader.resume();
+    if (!reader.paused) {
+      if (inFlight.length >= config.maxInFlightTransactions || inFlightBytes >= config.maxInFlightBytes || pending >= MAX_PENDING_MESSAGES) reader.pause();
+    } else if (inFlight.length <= config.maxInFlightTransactions * 0.75 && inFlightBytes <= config.maxInFlightBytes * 0.75 && pending <= MAX_PENDING_MESSAGES / 2) {
+      reader.resume();
+    }
   }
 
   function trackBytes(message: PgoutputMessage, size: number): void {
