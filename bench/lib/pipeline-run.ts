@@ -37,6 +37,8 @@ export function benchAssembler(target: PipelineTarget): Assembler {
       destination: { connectionString: target.destination ?? 'kurrentdb://127.0.0.1:1?tls=false' },
       mappers,
       contracts: { dir: CONTRACTS_DIR },
+      // Experiments: EA_BENCH_LIMITS='{"maxInFlightTransactions":4000}' (defaults otherwise).
+      ...(process.env.EA_BENCH_LIMITS ? { limits: JSON.parse(process.env.EA_BENCH_LIMITS) as Record<string, number> } : {}),
     },
     { logger: silentLogger, ...(target.sink ? { sink: target.sink } : {}) },
   );

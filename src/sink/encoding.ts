@@ -50,6 +50,39 @@ export function multiStreamRecordSize(type: string, dataJson: string, metadata: 
 }
 
 /**
+ * A prepared event. The sizes and the client's `EventData` are computed on first use: a
+ * multi-stream append needs only `multiStreamSize` (and encodes the record itself), a per-stream
+ * append only `size` and `eventData` — each costs a serialization of the metadata.
+ */
+class Prepared implements PreparedEvent {
+  #size: number | undefined;
+  #multiStreamSize: number | undefined;
+  #eventData: EventData | undefined;
+
+  constructor(
+    readonly id: string,
+    readonly stream: string,
+    readonly type: string,
+    readonly receipt: Receipt,
+    readonly dataJson: string,
+    readonly metadata: Readonly<Record<string, string>>,
+    private readonly data: unknown,
+  ) {}
+
+  get size(): number {
+    return (this.#size ??= eventSizeOnDisk(this.type, this.dataJson, JSON.stringify(this.metadata)));
+  }
+
+  get multiStreamSize(): number {
+    return (this.#multiStreamSize ??= multiStreamRecordSize(this.type, this.dataJson, this.metadata));
+  }
+
+  get eventData(): EventData {
+    return (this.#eventData ??= jsonEvent({ id: this.id, type: this.type, data: this.data as Record<string, unknown>, metadata: this.metadata }));
+  }
+}
+
+/**
  * Encodes one event: data as JSON (`application/json`), metadata as the flat string map plus the
  * receipt keys — flat and string-valued, so the same event can go through multi-stream append.
  */
@@ -65,7 +98,9 @@ export function prepareEvent(event: EncodableEvent, receipt: Receipt): PreparedE
   if (typeof event.type !== 'string' || event.type.length === 0) throw invalid('has no type');
   if (typeof event.id !== 'string' || !UUID_PATTERN.test(event.id)) throw invalid('has an id that is not a UUID (KurrentDB event ids are UUIDs)');
   const metadata: Record<string, string> = {};
-  for (const [key, value] of Object.entries(event.metadata ?? {})) {
+  const source = event.metadata ?? {};
+  for (const key in source) {
+    const value = source[key];
     if (typeof value !== 'string') throw invalid(`has metadata "${key}" that is not a string (metadata must be flat and string-valued)`, { key });
     if (key.startsWith(RECEIPT_PREFIX)) throw invalid(`brings its own metadata "${key}"; the "${RECEIPT_PREFIX}" keys belong to the sink`, { key });
     metadata[key] = value;
@@ -78,10 +113,7 @@ export function prepareEvent(event: EncodableEvent, receipt: Receipt): PreparedE
     throw invalid(`has data that is not JSON-serializable: ${(cause as Error).message}`);
   }
   if (dataJson === undefined) throw invalid('has no data');
-  const size = eventSizeOnDisk(event.type, dataJson, JSON.stringify(metadata));
-  const multiStreamSize = multiStreamRecordSize(event.type, dataJson, metadata);
-  const eventData = jsonEvent({ id: event.id, type: event.type, data: event.data as Record<string, unknown>, metadata });
-  return { id: event.id, stream: event.stream, type: event.type, receipt, size, multiStreamSize, eventData, dataJson, metadata };
+  return new Prepared(event.id, event.stream, event.type, receipt, dataJson, metadata, event.data);
 }
 
 /** The sink's UUIDv5 namespace (for its own checkpoint events). Never change it. */

@@ -24,7 +24,7 @@ import { prepareEvent, splitBySize, uuidv5, type PreparedEvent } from './encodin
 import { appendEncoded, encodeAppendRecord, supportsEncodedAppend } from './v2-append.js';
 import { OversizedEventError, SinkError, StreamConflictError, type StreamConflictDetails } from './errors.js';
 import type { AppendOutcome, KurrentDBSink, SinkBatch, SinkEvent, SinkMode, SinkPosition, SinkStatus, StreamAppendOutcome } from './index.js';
-import { compareReceipts, receiptAt, receiptsComparable, receiptToMetadata, receiptFromMetadata, type Receipt, type ReceiptUnit } from './receipt.js';
+import { compareReceipts, compareUnits, receiptAt, receiptsComparable, receiptToMetadata, receiptFromMetadata, type Receipt, type ReceiptUnit } from './receipt.js';
 import { backoffDelay, DEFAULT_RETRY, isTransientError, type RetryPolicy } from './retry.js';
 
 export const DEFAULT_TIMEOUT_MS = 30_000;
@@ -811,19 +811,28 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
 
     // Group by stream in order of first appearance; ordinals count within a unit's share of a stream.
     const byStream = new Map<string, PreparedEvent[]>();
-    const ids = new Set<string>();
+    /** Event id → the unit (index) that brought it. */
+    const ids = new Map<string, number>();
     /** Per unit: its streams in order of first appearance and its prepared events. */
-    const perUnit: { streams: string[]; events: PreparedEvent[] }[] = [];
+    const perUnit: { streams: string[]; events: PreparedEvent[]; duplicate: number }[] = [];
     let lastWithEvents = -1;
     for (let u = 0; u < batches.length; u++) {
       const batch = batches[u]!;
       const unit = units[u]!;
+      const first = batch.events[0];
+      const owner = first ? ids.get(first.id) : undefined;
+      if (owner !== undefined && owner !== u && compareUnits(units[owner]!, unit) === 0) {
+        // The same unit handed over twice in one batch (e.g. a snapshot record read again): the
+        // second delivery is a replay of the first — nothing of it is appended again.
+        perUnit.push({ streams: [], events: [], duplicate: batch.events.length });
+        continue;
+      }
       const own = new Map<string, SinkEvent[]>();
       for (const event of batch.events) {
         if (ids.has(event.id)) {
           throw new SinkError('SINK_INVALID_EVENT', `event id ${event.id} appears twice in ${describe(unit)}${units.length > 1 ? ' (or in an earlier unit of the same batch)' : ''}; ids must be unique per delivery`, { eventId: event.id, stream: event.stream });
         }
-        ids.add(event.id);
+        ids.set(event.id, u);
         if (event.stream === config.checkpointStream) {
           throw new SinkError('SINK_INVALID_EVENT', `event ${event.type} targets the assembler's checkpoint stream "${event.stream}"`, { stream: event.stream, type: event.type });
         }
@@ -841,12 +850,12 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
           prepared.push(p);
         });
       }
-      perUnit.push({ streams: [...own.keys()], events: prepared });
+      perUnit.push({ streams: [...own.keys()], events: prepared, duplicate: 0 });
       if (batch.events.length > 0) lastWithEvents = u;
     }
     const outcomes: AppendOutcome[] = [];
     if (lastWithEvents < 0) {
-      for (let u = 0; u < batches.length; u++) outcomes.push({ appended: 0, skipped: 0, streams: [], checkpoint: 'none', mode });
+      for (let u = 0; u < batches.length; u++) outcomes.push({ appended: 0, skipped: perUnit[u]!.duplicate, streams: [], checkpoint: 'none', mode });
       return outcomes;
     }
     const groups: Group[] = [...byStream].map(([stream, events]) => ({ stream, events }));
@@ -885,7 +894,12 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     let appendedTotal = 0;
     let skippedTotal = 0;
     for (let u = 0; u < batches.length; u++) {
-      const { streams: names, events } = perUnit[u]!;
+      const { streams: names, events, duplicate } = perUnit[u]!;
+      if (duplicate > 0) {
+        skippedTotal += duplicate;
+        outcomes.push({ appended: 0, skipped: duplicate, streams: [], checkpoint: 'none', mode });
+        continue;
+      }
       const streamOutcomes: StreamAppendOutcome[] = names.map((stream) => {
         const revision = streams.get(stream)?.revision;
         return { stream, appended: 0, skipped: 0, revision: typeof revision === 'bigint' ? revision : null };

@@ -376,6 +376,26 @@ describe.each([
     else expect(requests.map((r) => r.streams[0]).sort()).toEqual([a, b, c, checkpointStreamName(assembler)].sort());
   });
 
+  it('appendMany: the same unit twice in one batch is appended once (the second is a replay); a foreign id collision is still an error', async () => {
+    const db = await server({ features });
+    const id = unique();
+    const a = `invoice-${id}-1`;
+    const s = await sink(db, { assembler: `asm_${id}` });
+    const one = tx(id, 1, [[a, 'InvoiceDrafted']]);
+    const two = tx(id, 2, [[a, 'InvoiceIssued']]);
+    const outcomes = await s.appendMany([one, two, one]);
+    expect(outcomes.map((o) => [o.appended, o.skipped])).toEqual([
+      [1, 0],
+      [1, 0],
+      [0, 1],
+    ]);
+    expect(ids(db, a)).toEqual([one.events[0]!.id, two.events[0]!.id]);
+    // Another unit reusing an id is not a replay: refused before anything is written.
+    const clash = { ...tx(id, 3, [[a, 'InvoicePaid']]), events: [{ ...two.events[0]!, type: 'InvoicePaid' }] };
+    await expect(s.appendMany([tx(id, 4, [[a, 'InvoiceVoided']]), two, clash])).rejects.toMatchObject({ code: 'SINK_INVALID_EVENT' });
+    expect(ids(db, a)).toHaveLength(2);
+  });
+
   it('appendMany: a batch replayed over a partly applied one writes each event exactly once (new instance, tails read)', async () => {
     const db = await server({ features });
     const id = unique();

@@ -32,6 +32,8 @@ export interface InjectedFailureOptions {
 export interface WritePath {
   applyWrite<T>(apply: () => T): Promise<T>;
   setLatency(ms: number): void;
+  /** Writes received and not yet applied (or failed). */
+  readonly pending: number;
   failNext(count: number, kind: InjectedFailureKind, options?: InjectedFailureOptions): void;
 }
 
@@ -41,15 +43,21 @@ export function createWritePath(initialLatencyMs: number): WritePath {
   let failureKind: InjectedFailureKind = 'unavailable';
   let failAfterWrite = false;
   let tail: Promise<unknown> = Promise.resolve();
+  let pending = 0;
 
   return {
+    get pending() {
+      return pending;
+    },
     applyWrite<T>(apply: () => T): Promise<T> {
+      pending += 1;
       // Latency is paid concurrently (like a pipelined fsync), application happens in order.
       const delay = latencyMs > 0 ? new Promise<void>((resolve) => setTimeout(resolve, latencyMs)) : Promise.resolve();
       const run = tail.then(
         () => delay,
         () => delay,
       ).then(() => {
+        pending -= 1;
         if (failuresLeft === 0) return apply();
         failuresLeft -= 1;
         if (failAfterWrite) apply();

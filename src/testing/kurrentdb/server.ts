@@ -70,6 +70,11 @@ export interface InMemoryKurrentDB {
    */
   failNextAppends(count: number, kind?: InjectedFailureKind, options?: InjectedFailureOptions): void;
   setAppendLatency(ms: number): void;
+  /**
+   * Writes received and not yet applied (waiting out the append latency, or queued behind one).
+   * A client killed now still gets these written — what a crash test aims at for "mid-append".
+   */
+  readonly pendingWrites: number;
   /** Every event of a stream as stored (including those hidden by `$tb`/`$maxCount`), no gRPC. */
   readStreamEvents(stream: string): ReadonlyArray<StoredEvent>;
   /** Names of all streams holding at least one record, including `$$` metadata streams. */
@@ -180,6 +185,9 @@ export async function startInMemoryKurrentDB(options: InMemoryKurrentDBOptions =
     },
     setAppendLatency(ms) {
       writePath.setLatency(ms);
+    },
+    get pendingWrites() {
+      return writePath.pending;
     },
     readStreamEvents(stream) {
       return store.streamEvents(stream).map(({ id, type, revision, data, metadata, contentType, position }) => ({
