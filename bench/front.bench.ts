@@ -16,22 +16,28 @@ try {
   const captureUrl = server.connectionString({ database: db.name });
   await db.createSlots(['raw', 'source', 'nullsink', 'mem0', 'mem2']);
   await writeInvoicesBulk(db, N);
+  const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
+  const perTx = (ms: number) => `${Math.round((ms * 1000) / N)} µs CPU/tx in this process`;
+  let c0 = cpu();
   const raw = await drainRaw(db.connection, 'raw', PUBLICATION, N, N);
-  console.log(`raw: ${raw.seconds.toFixed(2)} s, ${Math.round(N / raw.seconds)} tx/s`);
+  console.log(`raw: ${raw.seconds.toFixed(2)} s, ${Math.round(N / raw.seconds)} tx/s, ${perTx(cpu() - c0)}`);
   if (ONLY.includes('source')) {
+    c0 = cpu();
     const src = await drainSourceOnly(db.connection, 'source', PUBLICATION, N, N);
-    console.log(`source only: ${src.seconds.toFixed(2)} s, ${Math.round(N / src.seconds)} tx/s, ratio ${(raw.seconds / src.seconds).toFixed(2)}`);
+    console.log(`source only: ${src.seconds.toFixed(2)} s, ${Math.round(N / src.seconds)} tx/s, ratio ${(raw.seconds / src.seconds).toFixed(2)}, ${perTx(cpu() - c0)}`);
   }
   if (ONLY.includes('null')) {
+    c0 = cpu();
     const r = await drainPipeline({ captureUrl, slot: 'nullsink', publication: PUBLICATION, sink: nullSink }, raw.markLsn, raw.lastEndLsn);
-    console.log(`null sink: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}`);
+    console.log(`null sink: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}, ${perTx(cpu() - c0)}`);
   }
   for (const [slot, latency] of [['mem0', 0], ['mem2', 2]] as const) {
     if (!ONLY.includes(slot)) continue;
     const kurrent = await startKurrentDBProcess(latency);
     try {
+      c0 = cpu();
       const r = await drainPipeline({ captureUrl, slot, publication: PUBLICATION, destination: kurrent.connectionString }, raw.markLsn, raw.lastEndLsn);
-      console.log(`in-memory ${latency} ms: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}, ${r.events} events, ${JSON.stringify(r.batching)}`);
+      console.log(`in-memory ${latency} ms: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}, ${r.events} events, ${JSON.stringify(r.batching)}, ${perTx(cpu() - c0)}`);
     } finally {
       await kurrent.stop();
     }

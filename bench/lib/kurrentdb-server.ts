@@ -9,7 +9,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { startInMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
+import { startInMemoryKurrentDB } from './subject.js';
 
 export interface ServerProcess {
   readonly connectionString: string;

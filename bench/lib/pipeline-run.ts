@@ -6,9 +6,9 @@
 import { fileURLToPath } from 'node:url';
 import { KurrentDBClient, streamNameFilter, END } from '@kurrent/kurrentdb-client';
 import { mappers } from '../../examples/invoicing/index.js';
-import { createAssembler, silentLogger, type Assembler } from '../../src/pipeline/index.js';
+import type { Assembler } from '../../src/pipeline/index.js';
 import type { Sink } from '../../src/sink/index.js';
-import { compareLsn } from '../../src/source/position.js';
+import { compareLsn, createAssembler, silentLogger } from './subject.js';
 import { TABLES } from './invoicing-db.js';
 
 export const CONTRACTS_DIR = fileURLToPath(new URL('../../contracts/invoicing', import.meta.url));

@@ -8,8 +8,7 @@
  * that does no work.
  */
 import pg from 'pg';
-import { standbyStatusUpdate } from '../../src/source/replication.js';
-import { formatLsn } from '../../src/source/position.js';
+import { formatLsn, standbyStatusUpdate } from './subject.js';
 
 export interface RawDrainResult {
   readonly transactions: number;

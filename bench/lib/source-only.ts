@@ -5,10 +5,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
-import { loadContractRegistry } from '../../src/contracts/index.js';
-import { withChanges } from '../../src/buffer/index.js';
-import { mapUnit } from '../../src/mapping/index.js';
-import { createPostgresSource } from '../../src/source/index.js';
+import { createPostgresSource, loadContractRegistry, mapUnit, withChanges } from './subject.js';
 import { mappers } from '../../examples/invoicing/index.js';
 import { TABLES } from './invoicing-db.js';
 

@@ -27,7 +27,7 @@ import { EventAssemblerError, ProtocolStateError } from '../errors.js';
 import { checkWidth, messageChange, rowChangeOf, truncateChange } from '../source/changes.js';
 import type { DeleteMessage, InsertMessage, PgoutputMessage, TupleData, UpdateMessage } from '../source/pgoutput/messages.js';
 import { createRelationRegistry } from '../source/relations.js';
-import type { Change, Lsn, SchemaChange } from '../source/types.js';
+import type { Change, Lsn, SchemaChange, SourcePosition } from '../source/types.js';
 import type {
   CommittedTransaction, NonTransactionalMessage, TransactionBuffer, TransactionBufferOptions,
 } from './index.js';
@@ -206,24 +206,9 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
     const file = txn.spill;
     if (file === null) {
       memoryBytes -= txn.bytes;
-      let changes: Change[] | null = txn.changes;
+      const changes = txn.changes;
       txn.changes = [];
-      const released = () => new EventAssemblerError('BUFFER_TRANSACTION_RELEASED', `transaction ${txn.xid} (${commitLsn}) was already released`, { xid: txn.xid, commitLsn });
-      return {
-        ...base,
-        spilled: false,
-        changes() {
-          const list = changes;
-          return (async function* () {
-            if (list === null) throw released();
-            yield* list;
-          })();
-        },
-        toArray() {
-          return changes === null ? Promise.reject(released()) : Promise.resolve(changes.slice());
-        },
-        release() { changes = null; return Promise.resolve(); },
-      };
+      return new InMemoryTransaction(base, changes);
     }
     await file.finish();
     const skip: ReadonlySet<number> = txn.aborted;
@@ -389,4 +374,54 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
       }
     },
   };
+}
+
+/** A committed transaction held in memory (the common case): methods on the prototype, no closures per transaction. */
+class InMemoryTransaction implements CommittedTransaction {
+  readonly kind = 'transaction' as const;
+  readonly spilled = false;
+  readonly xid: number;
+  readonly commitLsn: Lsn;
+  readonly endLsn: Lsn;
+  readonly commitTime: string;
+  readonly origin: string | null;
+  readonly position: SourcePosition;
+  readonly changeCount: number;
+  #changes: Change[] | null;
+
+  constructor(
+    base: { xid: number; commitLsn: Lsn; endLsn: Lsn; commitTime: string; origin: string | null; position: SourcePosition; changeCount: number },
+    changes: Change[],
+  ) {
+    this.xid = base.xid;
+    this.commitLsn = base.commitLsn;
+    this.endLsn = base.endLsn;
+    this.commitTime = base.commitTime;
+    this.origin = base.origin;
+    this.position = base.position;
+    this.changeCount = base.changeCount;
+    this.#changes = changes;
+  }
+
+  #released(): EventAssemblerError {
+    return new EventAssemblerError('BUFFER_TRANSACTION_RELEASED', `transaction ${this.xid} (${this.commitLsn}) was already released`, { xid: this.xid, commitLsn: this.commitLsn });
+  }
+
+  changes(): AsyncIterableIterator<Change> {
+    const list = this.#changes;
+    const released = list === null ? this.#released() : null;
+    return (async function* () {
+      if (list === null) throw released!;
+      yield* list;
+    })();
+  }
+
+  toArray(): Promise<Change[]> {
+    return this.#changes === null ? Promise.reject(this.#released()) : Promise.resolve(this.#changes.slice());
+  }
+
+  release(): Promise<void> {
+    this.#changes = null;
+    return Promise.resolve();
+  }
 }

@@ -949,11 +949,13 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
 function createLagWindow(size: number) {
   const samples: number[] = [];
   let next = 0;
-  // status() may be polled often: sort only when samples came in since the last answer.
+  // status() may be polled often: sort at most every 250 ms (and only when samples came in).
   let cached: { samples: number; p50Ms: number; p99Ms: number; maxMs: number } | null = null;
+  let cachedAt = 0;
+  let fresh = false;
   return {
     add(ms: number): void {
-      cached = null;
+      fresh = true;
       if (samples.length < size) samples.push(ms);
       else {
         samples[next] = ms;
@@ -962,7 +964,10 @@ function createLagWindow(size: number) {
     },
     percentiles(): { samples: number; p50Ms: number; p99Ms: number; maxMs: number } | null {
       if (samples.length === 0) return null;
-      if (cached) return cached;
+      const now = Date.now();
+      if (cached && (!fresh || now - cachedAt < 250)) return cached;
+      fresh = false;
+      cachedAt = now;
       const sorted = [...samples].sort((a, b) => a - b);
       const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
       cached = { samples: sorted.length, p50Ms: Math.round(at(0.5)), p99Ms: Math.round(at(0.99)), maxMs: Math.round(sorted[sorted.length - 1]!) };

@@ -69,12 +69,21 @@ class Prepared implements PreparedEvent {
     private readonly data: unknown,
   ) {}
 
+  #metadataJson: string | undefined;
+
   get size(): number {
-    return (this.#size ??= eventSizeOnDisk(this.type, this.dataJson, JSON.stringify(this.metadata)));
+    return (this.#size ??= eventSizeOnDisk(this.type, this.dataJson, (this.#metadataJson ??= JSON.stringify(this.metadata))));
   }
 
   get multiStreamSize(): number {
-    return (this.#multiStreamSize ??= multiStreamRecordSize(this.type, this.dataJson, this.metadata));
+    if (this.#multiStreamSize === undefined) {
+      // multiStreamRecordSize without copying the metadata: its JSON with the two `$schema.*` keys appended.
+      const json = (this.#metadataJson ??= JSON.stringify(this.metadata));
+      const extra = `"$schema.name":${JSON.stringify(this.type)},"$schema.format":"Json"`;
+      const properties = Buffer.byteLength(json, 'utf8') + Buffer.byteLength(extra, 'utf8') + (json.length > 2 ? 1 : 0);
+      this.#multiStreamSize = Buffer.byteLength(this.dataJson, 'utf8') + properties + Buffer.byteLength(this.type, 'utf8');
+    }
+    return this.#multiStreamSize;
   }
 
   get eventData(): EventData {

@@ -900,20 +900,21 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
         outcomes.push({ appended: 0, skipped: duplicate, streams: [], checkpoint: 'none', mode });
         continue;
       }
-      const streamOutcomes: StreamAppendOutcome[] = names.map((stream) => {
-        const revision = streams.get(stream)?.revision;
-        return { stream, appended: 0, skipped: 0, revision: typeof revision === 'bigint' ? revision : null };
-      });
-      const index = new Map(streamOutcomes.map((o, i) => [o.stream, i]));
+      const counts = new Map<string, { appended: number; skipped: number }>();
+      for (const stream of names) counts.set(stream, { appended: 0, skipped: 0 });
       let unitAppended = 0;
       for (const event of events) {
-        const i = index.get(event.stream)!;
-        const o = streamOutcomes[i]!;
+        const c = counts.get(event.stream)!;
         if (appended.has(event.id)) {
-          streamOutcomes[i] = { ...o, appended: o.appended + 1 };
+          c.appended += 1;
           unitAppended += 1;
-        } else streamOutcomes[i] = { ...o, skipped: o.skipped + 1 };
+        } else c.skipped += 1;
       }
+      const streamOutcomes: StreamAppendOutcome[] = names.map((stream) => {
+        const revision = streams.get(stream)?.revision;
+        const c = counts.get(stream)!;
+        return { stream, appended: c.appended, skipped: c.skipped, revision: typeof revision === 'bigint' ? revision : null };
+      });
       const unitSkipped = events.length - unitAppended;
       appendedTotal += unitAppended;
       skippedTotal += unitSkipped;
