@@ -954,6 +954,9 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     await Promise.allSettled([client.dispose(), reader.dispose()]);
     throw error;
   }
+  // The log head is read before the first optimistic append; the first read through a new
+  // client's native bridge takes ~0.5 s, so start it now, while the caller finishes starting up.
+  void optimisticHead().catch(() => undefined);
 
   return {
     get mode() {
