@@ -21,7 +21,7 @@ import { CHECKPOINT_EVENT_TYPE, checkpointStreamName, createKurrentDBSink, type 
 import { createPostgresSource, type PostgresSource, type SourceStatus } from '../source/index.js';
 import { compareLsn, lsnDistance, makeSourcePosition } from '../source/position.js';
 import {
-  createIncrementalSnapshot, createSlotWithSnapshot, decideSnapshot, isSnapshotFinished, newSnapshotProgress, readInitialSnapshot, updateTable,
+  createIncrementalSnapshot, createSlotWithSnapshot, decideSnapshot, isSnapshotFinished, newSnapshotProgress, nextGeneration, readInitialSnapshot, unservableReason, updateTable,
   type IncrementalSnapshot, type SnapshotDecision, type SnapshotProgress,
 } from '../source/snapshot/index.js';
 import type { Change, Lsn, SnapshotRecord, SourceTransaction, SourceUnit } from '../source/types.js';
@@ -328,11 +328,16 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       );
       const slot = rows[0];
       if (!slot || !slot.confirmed_flush_lsn) return null; // the source's checks name a missing slot
+      // Mode 'when_needed' answers an unservable slot with a new snapshot generation: the
+      // snapshot decision (decideStart) sees the same slot state and says so, loudly.
+      const deferToDecision = config.snapshot.mode === 'when_needed';
       if (slot.wal_status === 'lost') {
+        if (deferToDecision) return null;
         throw new RebuildNeededError(`replication slot "${config.source.slot}" was invalidated (wal_status = 'lost'): the WAL it needed is gone`, { slot: config.source.slot });
       }
       if (last && (!last.systemId || !slot.system_identifier || last.systemId === slot.system_identifier)) {
         if (compareLsn(slot.confirmed_flush_lsn, last.endLsn) > 0) {
+          if (deferToDecision) return null;
           throw new RebuildNeededError(
             `replication slot "${config.source.slot}" has confirmed_flush_lsn ${slot.confirmed_flush_lsn}, ahead of the last position this assembler recorded as durable ` +
               `(${last.endLsn} in ${checkpointStreamName(config.name)}${last.slot ? `, slot "${last.slot}"` : ''}): someone else advanced the slot, and the transactions in between were never appended`,
@@ -573,9 +578,21 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     for (const [k, v] of stored?.pinned ?? []) pinned.set(k, v);
     const slot = await slotState();
     const progress = stored?.progress ?? null;
-    if (progress && isSnapshotFinished(progress) && slot.exists && progress.slot === config.source.slot && mode === 'initial') {
-      // The snapshot of this slot is complete; streaming may not have recorded a position yet.
-      return { action: 'stream', mode, generation: null, stopAfterSnapshot: false, recreateSlot: false, code: 'SNAPSHOT_DONE', reason: `snapshot generation ${progress.generation} of slot ${config.source.slot} is complete: streaming from the slot` };
+    if (
+      progress && isSnapshotFinished(progress) && slot.exists && (progress.slot === config.source.slot || progress.kind !== 'initial') &&
+      (mode === 'initial' || (mode === 'when_needed' && storedLsn === null))
+    ) {
+      // The latest snapshot is complete; streaming may not have recorded a position yet.
+      const from = storedLsn ?? progress.consistentPoint;
+      const gone = mode !== 'when_needed' ? null : from ? unservableReason(from, slot) : slot.walStatus === 'lost' ? { code: 'SLOT_LOST', reason: `the replication slot was invalidated (wal_status = 'lost')` } : null;
+      if (gone === null) {
+        return { action: 'stream', mode, generation: null, stopAfterSnapshot: false, recreateSlot: false, code: 'SNAPSHOT_DONE', reason: `snapshot generation ${progress.generation} is complete: streaming from slot ${config.source.slot}` };
+      }
+      const generation = nextGeneration(progress.generation);
+      return {
+        action: 'new-generation', mode, generation, stopAfterSnapshot: false, recreateSlot: true, code: gone.code,
+        reason: `${gone.reason}; mode 'when_needed' starts snapshot generation ${generation} with a new slot (consumers see a new generation and reconcile)`,
+      };
     }
     return decideSnapshot({ mode, storedLsn, slot, progress, lastGeneration: progress?.generation ?? null });
   }
@@ -729,22 +746,25 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       if (config.snapshot.mode !== 'never') {
         snapshotStore = createKurrentDBSnapshotStore(config.destination.connectionString, config.name);
         const decision = await decideStart(last?.endLsn ?? null);
+        const previousGeneration = snapshotProgress?.generation ?? null;
         snapshotInfo = { action: decision.action, code: decision.code, reason: decision.reason, generation: decision.generation, consistentPoint: snapshotProgress?.consistentPoint ?? null, stopAfter: decision.stopAfterSnapshot };
         log.info('snapshot: decision', { mode: config.snapshot.mode, action: decision.action, code: decision.code, reason: decision.reason, generation: decision.generation, progressStream: snapshotProgressStreamName(config.name) });
         switch (decision.action) {
           case 'refuse':
             throw new RebuildNeededError(decision.reason, { slot: config.source.slot, code: decision.code });
-          case 'new-generation':
-            throw new EventAssemblerError(
-              'SNAPSHOT_CANNOT_RESUME',
-              `${decision.reason}. This assembler does not start new generations on its own yet (mode 'when_needed' arrives with the next issue): ` +
-                `delete the snapshot progress stream ${snapshotProgressStreamName(config.name)} and this assembler's streams (or use a new assembler name), then start again for a fresh initial snapshot`,
-              { slot: config.source.slot, code: decision.code, progressStream: snapshotProgressStreamName(config.name) },
-            );
           case 'stop':
             stopReason = 'snapshot-done';
             throw new StopBeforeStart();
+          case 'new-generation':
           case 'initial-snapshot':
+            // The stored progress belongs to the previous generation: status must not call this one finished.
+            snapshotProgress = null;
+            if (decision.action === 'new-generation') {
+              // Never silent: consumers see a new generation of every captured table and reconcile.
+              log.warn('snapshot: the stored position cannot be served; starting a new snapshot generation with a new slot', {
+                previousGeneration, generation: decision.generation, code: decision.code, reason: decision.reason, slot: config.source.slot,
+              });
+            }
             if (stopRequested) throw new StopBeforeStart();
             state = 'running';
             systemId = (await identifySystem()).systemId;

@@ -23,7 +23,11 @@ describe('decideSnapshot', () => {
     ['initial_only, nothing stored', input({ mode: 'initial_only' }), { action: 'initial-snapshot', stopAfterSnapshot: true }],
     ['initial_only, snapshot finished', input({ mode: 'initial_only', progress: finished, lastGeneration: '4' }), { action: 'stop', code: 'SNAPSHOT_DONE' }],
     ['interrupted initial snapshot, slot alive → resume same generation', input({ slot: healthy, progress: unfinished, lastGeneration: '4' }), { action: 'resume-snapshot', generation: '4', code: 'SNAPSHOT_INTERRUPTED' }],
-    ['interrupted, slot gone, nothing stored → new generation', input({ progress: unfinished, lastGeneration: '4' }), { action: 'new-generation', generation: '5', code: 'SNAPSHOT_INTERRUPTED_SLOT_GONE' }],
+    ['interrupted, slot gone, mode initial → refuse (never re-snapshots on its own)', input({ progress: unfinished, lastGeneration: '4' }), { action: 'refuse', generation: null, code: 'SNAPSHOT_INTERRUPTED_SLOT_GONE' }],
+    ['interrupted, slot gone, when_needed → new generation', input({ mode: 'when_needed', progress: unfinished, lastGeneration: '4' }), { action: 'new-generation', generation: '5', recreateSlot: false, code: 'SNAPSHOT_INTERRUPTED_SLOT_GONE' }],
+    ['interrupted, slot advanced past the consistent point, when_needed → new generation', input({ mode: 'when_needed', slot: { exists: true, walStatus: 'reserved', confirmedFlushLsn: '0/1800' }, progress: unfinished, lastGeneration: '4' }), { action: 'new-generation', generation: '5', recreateSlot: true, code: 'POSITION_BEHIND_SLOT' }],
+    ['interrupted, slot advanced past the consistent point, initial → refuse', input({ slot: { exists: true, walStatus: 'reserved', confirmedFlushLsn: '0/1800' }, progress: unfinished }), { action: 'refuse', code: 'POSITION_BEHIND_SLOT' }],
+    ['interrupted, resumed part streamed: slot at the stored position → resume', input({ storedLsn: '0/1800', slot: { exists: true, walStatus: 'reserved', confirmedFlushLsn: '0/1800' }, progress: unfinished }), { action: 'resume-snapshot', generation: '4' }],
     ['interrupted, slot lost, initial with stored position → refuse', input({ storedLsn: '0/2000', slot: { exists: true, walStatus: 'lost' }, progress: unfinished, lastGeneration: '4' }), { action: 'refuse', code: 'SLOT_LOST' }],
   ])('%s', (_name, given, expected) => {
     const decision = decideSnapshot(given);
