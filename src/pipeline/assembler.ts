@@ -616,7 +616,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       log.info('snapshot: slot created with an exported snapshot; reading captured tables', { slot: exported.slot, consistentPoint: exported.consistentPoint, generation, tables, parallelism: config.snapshot.parallelism });
       for await (const batch of readInitialSnapshot({
         connection: config.source.connection, snapshotName: exported.snapshotName, tables, snapshotGeneration: generation,
-        parallelism: config.snapshot.parallelism, batchRows: config.snapshot.chunkSize,
+        parallelism: config.snapshot.parallelism, batchRows: config.snapshot.chunkSize, publications: config.source.publication,
       })) {
         if (stopRequested) break;
         await deliverSnapshotRecords(batch.records, exported.consistentPoint, systemId, progress);
@@ -647,6 +647,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       progress,
       store: { load: () => Promise.resolve(snapshotProgress), save: (p) => saveSnapshotProgress(p) },
       chunkSize: config.snapshot.chunkSize,
+      publications: config.source.publication,
       onRetry: (chunk, attempt) => log.warn('snapshot: chunk must be read again', { table: chunk.table, attempt, blockedBy: chunk.blockedBy }),
     });
     const inc = incremental;
