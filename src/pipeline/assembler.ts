@@ -489,6 +489,8 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   let requestState: SnapshotRequestState = { queued: [], handled: [] };
   /** Source system id for snapshot positions while streaming (set when a snapshot runs). */
   let snapshotSystemId: string | null = null;
+  /** An ad hoc generation is being set up (its progress saving): a request arriving meanwhile queues. */
+  let adHocStarting = false;
   const snapshotCounts = { rows: 0, events: 0 };
   /** Sink positions of snapshot records handed to the sink and not yet covered by saved progress (see snapshot-store.ts). */
   const pinned = new Map<string, PinnedPosition>();
@@ -689,7 +691,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   /** Starts the oldest queued ad hoc request, if any and nothing runs. */
   function startNextRequest(): void {
     const next = requestState.queued[0];
-    if (!next || incremental || stopRequested) return;
+    if (!next || incremental || adHocStarting || stopRequested) return;
     requestState = { ...requestState, queued: requestState.queued.slice(1) };
     startAdHoc(next, next.lsn).catch((error: unknown) => {
       if (!stopRequested) setFatal(error);
@@ -720,6 +722,15 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
    * acknowledged — so a crash either re-sends the request or resumes this generation.
    */
   async function startAdHoc(request: SnapshotRequest, lsn: Lsn): Promise<void> {
+    adHocStarting = true;
+    try {
+      await startAdHocNow(request, lsn);
+    } finally {
+      adHocStarting = false;
+    }
+  }
+
+  async function startAdHocNow(request: SnapshotRequest, lsn: Lsn): Promise<void> {
     const previousGeneration = snapshotProgress?.generation ?? null;
     const progress = adHocSnapshotProgress({
       tables: request.tables,
@@ -764,7 +775,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         if (snapshotProgress) await saveSnapshotProgress(snapshotProgress);
         continue;
       }
-      if (incremental !== null || (snapshotProgress !== null && !isSnapshotFinished(snapshotProgress))) {
+      if (incremental !== null || adHocStarting || (snapshotProgress !== null && !isSnapshotFinished(snapshotProgress))) {
         requestState = { ...requestState, queued: [...requestState.queued, { ...request, lsn: change.lsn }] };
         await saveSnapshotProgress(snapshotProgress!);
         log.info('snapshot: ad hoc snapshot request queued behind the running snapshot', { request: request.id, tables: request.tables, lsn: change.lsn, running: snapshotProgress?.generation ?? null, queued: requestState.queued.length });

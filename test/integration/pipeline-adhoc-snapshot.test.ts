@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAssembler, type Assembler } from '../../src/pipeline/index.js';
+import { encodeSnapshotRequest, newSnapshotRequest, SNAPSHOT_REQUEST_PREFIX } from '../../src/source/snapshot/index.js';
 import { createPipelineRig, workload, type PipelineRig } from './pipeline-rig.js';
 
 interface StoredProgress {
@@ -153,9 +154,20 @@ describe('ad hoc snapshots requested with `event-assembler snapshot`', () => {
     expect(await again.exit(90_000), again.output()).toBe(0);
     expect(again.stdout()).toContain('ad hoc snapshot generation 2 done');
     for (const stream of streams) expect(imported(rig, stream), stream).toEqual(['1', '2']);
+
+    // Two requests in one transaction: the first starts generation 3, the second queues behind it (generation 4).
+    const [r3, r4] = [newSnapshotRequest({ assembler: name, tables: ['public.invoice'] }), newSnapshotRequest({ assembler: name, tables: ['public.invoice'] })];
+    await rig.sql(`SELECT pg_logical_emit_message(true, $1, $2), pg_logical_emit_message(true, $1, $3)`, [SNAPSHOT_REQUEST_PREFIX, encodeSnapshotRequest(r3), encodeSnapshotRequest(r4)]);
+    await rig.until(() => expect(assembler.status().snapshot).toMatchObject({ generation: '4', finished: true }), 60_000);
+    const queued = logger.lines.find((l) => l.message === 'snapshot: ad hoc snapshot request queued behind the running snapshot');
+    expect(queued?.fields).toMatchObject({ request: r4.id, running: '3' });
+    const requestsByGeneration = new Map(progressEvents(rig, name).map((p) => [p.progress.generation, p.progress.request?.id]));
+    expect(requestsByGeneration.get('3')).toBe(r3.id);
+    expect(requestsByGeneration.get('4')).toBe(r4.id);
+    for (const stream of streams) expect(imported(rig, stream), stream).toEqual(['1', '2', '3', '4']);
     await assembler.stop();
     const summary = await running;
-    expect(summary.snapshot).toMatchObject({ action: 'ad-hoc-snapshot', generation: '2', finished: true });
+    expect(summary.snapshot).toMatchObject({ action: 'ad-hoc-snapshot', generation: '4', finished: true });
   }, 180_000);
 
   it('a request made while the assembler is down is picked up when it runs; SIGKILL mid-snapshot resumes it (same generation, every event once)', async () => {
