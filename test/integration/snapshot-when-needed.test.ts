@@ -4,6 +4,11 @@
 // slot (warning logged, summary says `new-generation`), its InvoiceImported events land after the
 // old generation's events in the same streams (receipts order them by LSN), and streaming goes on
 // from the new slot. Mode 'initial' refuses the same situations with REBUILD_NEEDED.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createAssembler, type Assembler, type RunSummary } from '../../src/pipeline/index.js';
 import { createPipelineRig, workload, type PipelineRig } from './pipeline-rig.js';
@@ -11,10 +16,45 @@ import { createPipelineRig, workload, type PipelineRig } from './pipeline-rig.js
 const rigs: PipelineRig[] = [];
 const running: Assembler[] = [];
 
+const dir = mkdtempSync(join(tmpdir(), 'ea-when-needed-'));
+
 afterAll(async () => {
   for (const a of running) await a.stop().catch(() => undefined);
   for (const r of rigs) await r.close();
+  rmSync(dir, { recursive: true, force: true });
 });
+
+/** `event-assembler run` in mode 'initial' for the rig: its exit code (3: rebuild needed). */
+async function cliRunInitial(rig: PipelineRig): Promise<{ code: number | null; output: string }> {
+  const src = (path: string) => pathToFileURL(join(process.cwd(), path)).href;
+  writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
+  const file = join(dir, `${rig.name}.config.ts`);
+  writeFileSync(
+    file,
+    `import { defineConfig } from '${src('src/config/index.ts')}';
+import { mappers } from '${src('examples/invoicing/index.ts')}';
+export default defineConfig({
+  name: '${rig.name}',
+  source: { connection: process.env.EA_WN_CAPTURE_URL, slot: '${rig.slots[0]}', publication: '${rig.publication}' },
+  destination: { connectionString: process.env.EA_WN_KURRENTDB_URL },
+  mappers,
+  contracts: { dir: '${join(process.cwd(), 'contracts/invoicing')}' },
+  snapshot: { mode: 'initial' },
+});
+`,
+  );
+  const child = spawn(process.execPath, ['bin/event-assembler.js', 'run', '--config', file], {
+    env: { ...process.env, EA_WN_CAPTURE_URL: rig.captureUrl, EA_WN_KURRENTDB_URL: rig.kdb.connectionString },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+  clearTimeout(timer);
+  return { code, output };
+}
 
 function start(rig: PipelineRig, mode: 'initial' | 'when_needed', chunkSize = 16) {
   const logger = rig.logger();
@@ -118,6 +158,10 @@ describe("snapshot.mode 'when_needed'", () => {
 
     const refused = start(rig, 'initial');
     await expect(refused.result).rejects.toMatchObject({ code: 'REBUILD_NEEDED', details: { code: 'SNAPSHOT_INTERRUPTED_SLOT_GONE' } });
+    // The same through the CLI: exit code 3 (rebuild needed).
+    const cli = await cliRunInitial(rig);
+    expect(cli.code, cli.output).toBe(3);
+    expect(cli.output).toContain('REBUILD_NEEDED');
 
     const next = start(rig, 'when_needed', 64);
     await rig.until(() => expect(next.assembler.status()).toMatchObject({ state: 'running', snapshot: { action: 'new-generation', generation: '2', code: 'SNAPSHOT_INTERRUPTED_SLOT_GONE', finished: true } }), 45_000);
