@@ -88,7 +88,7 @@ async function checkSource(config: ResolvedConfig, tables: readonly string[]): P
 }
 
 /** Follows the request's generation in the progress stream until it is done (or refused, or the timeout passes). */
-async function follow(config: ResolvedConfig, requestId: string, options: { timeoutMs: number | null; intervalMs: number; json: boolean }): Promise<SnapshotProgress> {
+async function follow(config: ResolvedConfig, requestId: string, options: { timeoutMs: number | null; intervalMs: number }): Promise<SnapshotProgress> {
   const store = createKurrentDBSnapshotStore(config.destination.connectionString, config.name);
   const reporter = createProgressReporter({ output: process.stderr, ...(process.stderr.isTTY ? {} : { intervalMs: options.intervalMs }) });
   const started = Date.now();
@@ -184,7 +184,7 @@ async function withConfig(flags: SnapshotFlags): Promise<void> {
   }
   if (!flags.wait) return;
   const timeoutMs = flags.timeout === undefined ? null : Number(flags.timeout) * 1000;
-  const final = await follow(config, request.id, { timeoutMs, intervalMs: Number(flags.progressInterval) * 1000, json: flags.json === true });
+  const final = await follow(config, request.id, { timeoutMs, intervalMs: Number(flags.progressInterval) * 1000 });
   const rows = final.tables.reduce((n, t) => n + t.rowsDone, 0);
   if (flags.json) console.log(JSON.stringify({ action: 'ad-hoc-snapshot', done: true, request: request.id, generation: final.generation, rows, progress: final }));
   else console.log(`ad hoc snapshot generation ${final.generation} done: ${rows} rows of ${final.tables.map((t) => t.table).join(', ')}`);
