@@ -66,6 +66,27 @@ function parseRequests(value: unknown): SnapshotRequestState {
   return { queued, handled };
 }
 
+/**
+ * The latest saved progress of the generation started by request `requestId`, searching the
+ * progress stream backwards over at most `maxEvents` saves (`null`: not found). For followers
+ * (`event-assembler snapshot --wait`) that may look only after a later generation has started.
+ */
+export async function findRequestedProgress(connectionString: string, assembler: string, requestId: string, maxEvents = 100_000): Promise<SnapshotProgress | null> {
+  const client = KurrentDBClient.connectionString(connectionString);
+  try {
+    for await (const resolved of client.readStream(snapshotProgressStreamName(assembler), { direction: BACKWARDS, fromRevision: END, maxCount: maxEvents })) {
+      const data = resolved.event?.data as { progress?: { request?: { id?: unknown } | null } } | undefined;
+      if (data?.progress?.request?.id === requestId) return parseSnapshotProgress(data.progress);
+    }
+    return null;
+  } catch (error) {
+    if ((error as { type?: unknown }).type === 'stream-not-found') return null;
+    throw error;
+  } finally {
+    await client.dispose().catch(() => undefined);
+  }
+}
+
 export function createKurrentDBSnapshotStore(connectionString: string, assembler: string): PipelineSnapshotStore {
   const client = KurrentDBClient.connectionString(connectionString);
   const stream = snapshotProgressStreamName(assembler);

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAssembler, type Assembler } from '../../src/pipeline/index.js';
+import { findRequestedProgress } from '../../src/pipeline/snapshot-store.js';
 import { encodeSnapshotRequest, newSnapshotRequest, SNAPSHOT_REQUEST_PREFIX } from '../../src/source/snapshot/index.js';
 import { createPipelineRig, workload, type PipelineRig } from './pipeline-rig.js';
 
@@ -165,6 +166,8 @@ describe('ad hoc snapshots requested with `event-assembler snapshot`', () => {
     expect(requestsByGeneration.get('3')).toBe(r3.id);
     expect(requestsByGeneration.get('4')).toBe(r4.id);
     for (const stream of streams) expect(imported(rig, stream), stream).toEqual(['1', '2', '3', '4']);
+    // A follower that looks only now finds generation 3 finished behind generation 4 (what --wait does then).
+    expect(await findRequestedProgress(rig.kdb.connectionString, name, r3.id)).toMatchObject({ generation: '3', tables: [{ status: 'done', rowsDone: n + 1 }] });
     await assembler.stop();
     const summary = await running;
     expect(summary.snapshot).toMatchObject({ action: 'ad-hoc-snapshot', generation: '4', finished: true });

@@ -9,7 +9,7 @@ import os from 'node:os';
 import pg from 'pg';
 import { ConfigError, ConfigLoadError, loadConfig, type ResolvedConfig } from '../../config/index.js';
 import { EventAssemblerError } from '../../errors.js';
-import { createKurrentDBSnapshotStore, snapshotProgressStreamName, type StoredSnapshotState } from '../../pipeline/snapshot-store.js';
+import { createKurrentDBSnapshotStore, findRequestedProgress, snapshotProgressStreamName, type StoredSnapshotState } from '../../pipeline/snapshot-store.js';
 import {
   adHocSnapshotProgress, createFileProgressStore, createProgressReporter, describeTable, emitSnapshotRequest, formatProgressLine, isSnapshotFinished,
   newSnapshotRequest, nextGeneration, requireKey, SnapshotError, SNAPSHOT_REQUEST_PREFIX, type SnapshotProgress,
@@ -112,7 +112,17 @@ async function follow(config: ResolvedConfig, requestId: string, options: { time
       } else if (stored?.requests.queued.some((r) => r.id === requestId)) {
         say(`queued: generation ${progress?.generation ?? '?'} is still running; the request starts after it`);
       } else if (stored?.requests.handled.includes(requestId)) {
-        throw new SnapshotError('SNAPSHOT_REQUEST_NOT_RUNNING', `assembler "${config.name}" took request ${requestId} but is not running it: it refused it (its log says why: "ad hoc snapshot request refused") or it finished and a later generation followed`, { request: requestId });
+        // Taken, but not the current generation: it finished and a later one (queued) started, or it was refused.
+        const earlier = await findRequestedProgress(config.destination.connectionString, config.name, requestId);
+        if (earlier && isSnapshotFinished(earlier)) {
+          reporter.update(earlier);
+          reporter.close();
+          return earlier;
+        }
+        if (!earlier) {
+          throw new SnapshotError('SNAPSHOT_REQUEST_REFUSED', `assembler "${config.name}" refused request ${requestId}; its log line "snapshot: ad hoc snapshot request refused" says why`, { request: requestId });
+        }
+        throw new SnapshotError('SNAPSHOT_REQUEST_SUPERSEDED', `generation ${earlier.generation} (request ${requestId}) stopped unfinished and generation ${progress?.generation ?? '?'} (${progress?.kind ?? '?'}) replaced it: ${progress?.reason ?? ''}`, { request: requestId });
       } else {
         say(`waiting for assembler "${config.name}" to read the request from slot "${config.source.slot}" (is it running?)`);
       }
