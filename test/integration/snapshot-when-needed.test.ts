@@ -3,7 +3,7 @@
 // interrupted snapshot lost its slot — the assembler starts snapshot generation n+1 with a new
 // slot (warning logged, summary says `new-generation`), its InvoiceImported events land after the
 // old generation's events in the same streams (receipts order them by LSN), and streaming goes on
-// from the new slot. Mode 'initial' refuses the same situations with REBUILD_NEEDED.
+// from the new slot. Mode 'initial' refuses the same situations with REBUILD_NEEDED (CLI exit code 3).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,9 +11,11 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createAssembler, type Assembler, type RunSummary } from '../../src/pipeline/index.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/testing/postgres.js';
 import { createPipelineRig, workload, type PipelineRig } from './pipeline-rig.js';
 
 const rigs: PipelineRig[] = [];
+const servers: EmbeddedPostgres[] = [];
 const running: Assembler[] = [];
 
 const dir = mkdtempSync(join(tmpdir(), 'ea-when-needed-'));
@@ -21,6 +23,7 @@ const dir = mkdtempSync(join(tmpdir(), 'ea-when-needed-'));
 afterAll(async () => {
   for (const a of running) await a.stop().catch(() => undefined);
   for (const r of rigs) await r.close();
+  for (const s of servers) await s.destroy();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -139,6 +142,30 @@ describe("snapshot.mode 'when_needed'", () => {
     expect(generations(rig, 'invoice-i1')).toEqual(['InvoiceImported@1', 'InvoiceImported@2']);
     expect(rig.events('invoice-i1')[1]!.data).toMatchObject({ status: 'paid' });
   }, 90_000);
+
+  it("slot invalidated (wal_status 'lost', own server with max_slot_wal_keep_size = 1MB) → generation 2 (initial refuses)", async () => {
+    const server = await startEmbeddedPostgres();
+    servers.push(server);
+    const rig = await createPipelineRig('wn_lost', { server });
+    rigs.push(rig);
+    await firstLife(rig);
+    await workload(rig).pay('i1', 'p1');
+    await rig.sql('CREATE TABLE filler (id int, pad text)');
+    await server.setParameters({ max_slot_wal_keep_size: '1MB' });
+    await rig.until(async () => {
+      await rig.sql(`INSERT INTO filler SELECT g, repeat('x', 200) FROM generate_series(1, 20000) g`);
+      await rig.sql('SELECT pg_switch_wal()');
+      await rig.sql('CHECKPOINT');
+      const [row] = (await rig.sql('SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1', [rig.slots[0]])) as { wal_status: string }[];
+      expect(row?.wal_status).toBe('lost');
+    }, 60_000);
+    // The new slot must not be invalidated in turn.
+    await server.setParameters({ max_slot_wal_keep_size: -1 });
+    const summary = await refuseThenNewGeneration(rig, 'SLOT_LOST');
+    expect(summary.snapshot!.reason).toContain("wal_status = 'lost'");
+    expect(generations(rig, 'invoice-i1')).toEqual(['InvoiceImported@1', 'InvoiceImported@2']);
+    expect(rig.events('invoice-i1')[1]!.data).toMatchObject({ status: 'paid' });
+  }, 120_000);
 
   it('interrupted initial snapshot whose slot was dropped → generation 2, every invoice exactly once in it (initial refuses)', async () => {
     const rig = await createPipelineRig('wn_int');
