@@ -542,13 +542,13 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     for (const record of records) pinned.delete(pinKey(record));
   }
 
-  async function identifySystem(): Promise<{ systemId: string }> {
+  async function identifySystem(): Promise<{ systemId: string; timeline: number }> {
     const client = new pg.Client({ connectionString: config.source.connection, replication: 'database' } as pg.ClientConfig);
     client.on('error', () => undefined);
     await client.connect();
     try {
-      const r = await client.query<{ systemid: string }>('IDENTIFY_SYSTEM');
-      return { systemId: String(r.rows[0]!.systemid) };
+      const r = await client.query<{ systemid: string; timeline: string | number }>('IDENTIFY_SYSTEM');
+      return { systemId: String(r.rows[0]!.systemid), timeline: Number(r.rows[0]!.timeline) };
     } finally {
       await client.end().catch(() => undefined);
     }
@@ -646,10 +646,25 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       if (isSnapshotFinished(progress)) {
         snapshotDone = true;
         log.info('snapshot: complete', { generation, rows: snapshotCounts.rows, events: snapshotCounts.events, consistentPoint: exported.consistentPoint });
+        await recordConsistentPoint(exported.consistentPoint, systemId);
       }
     } finally {
       await exported.close();
     }
+  }
+
+  /**
+   * A complete initial snapshot makes its consistent point durable (everything before it is in
+   * the snapshot): record it in the checkpoint stream, so that a restart before anything streams
+   * compares the new slot with the new position — not with the previous slot's last one, which
+   * would look like a slot advanced past the checkpoint. The slot is not acknowledged here.
+   */
+  async function recordConsistentPoint(lsn: Lsn, systemId: string): Promise<void> {
+    if (!checkpointSink || (recordedLsn !== null && compareLsn(lsn, recordedLsn) <= 0)) return;
+    const { timeline } = await identifySystem();
+    const position = makeSourcePosition({ systemId, timeline, slot: config.source.slot, commitLsn: lsn, xid: 0 });
+    await checkpointSink.append(checkpointEvent({ tx: null, commitLsn: lsn, xid: 0, checkpoint: position.checkpoint, systemId, endLsn: lsn }, true));
+    recordedLsn = lsn;
   }
 
   /**

@@ -106,11 +106,18 @@ async function refuseThenNewGeneration(rig: PipelineRig, code: string): Promise<
   const warning = next.logger.lines.find((l) => l.level === 'warn' && l.message.startsWith('snapshot: the stored position cannot be served'));
   expect(warning?.fields).toMatchObject({ previousGeneration: '1', generation: '2', code });
   expect(String(warning?.fields?.['reason'])).toContain("mode 'when_needed' starts snapshot generation 2");
+  // Stopped right after the new generation, before anything streamed: the restart streams from
+  // the new slot (its consistent point is recorded), it does not take it for an unservable slot.
+  await next.assembler.stop();
+  await next.result;
+  const again = start(rig, 'when_needed');
+  await rig.until(() => expect(again.assembler.status()).toMatchObject({ state: 'running', snapshot: { action: 'stream' } }));
   // Streaming from the new slot: a later transaction lands after generation 2's events.
   await w.void('i2');
   await rig.until(() => expect(generations(rig, 'invoice-i2')).toEqual(['InvoiceDrafted', 'InvoiceImported@2', 'InvoiceVoided']));
-  await rig.until(() => expect(next.assembler.status().transactions.inFlight).toBe(0));
-  await next.assembler.stop();
+  await rig.until(() => expect(again.assembler.status().transactions.inFlight).toBe(0));
+  await again.assembler.stop();
+  await again.result;
   return next.result;
 }
 

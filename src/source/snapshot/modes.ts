@@ -90,7 +90,13 @@ export function unservableReason(storedLsn: Lsn, slot: SlotState): { code: strin
 }
 
 export function decideSnapshot(input: SnapshotDecisionInput): SnapshotDecision {
-  const { mode, storedLsn, slot, progress, lastGeneration } = input;
+  const { mode, slot, progress, lastGeneration } = input;
+  // An initial snapshot's consistent point is a durable position too: everything before it is in
+  // the snapshot. After a new generation the checkpoint may still name the old slot's last
+  // position (nothing streamed yet), while the new slot starts at the consistent point.
+  const storedLsn = input.storedLsn !== null && progress?.kind === 'initial' && progress.consistentPoint && lsnValue(progress.consistentPoint) > lsnValue(input.storedLsn)
+    ? progress.consistentPoint
+    : input.storedLsn;
   const base = { mode, stopAfterSnapshot: mode === 'initial_only', recreateSlot: false };
   const unfinished = progress !== null && !isSnapshotFinished(progress);
 
