@@ -66,8 +66,12 @@ export interface SnapshotConfig {
    * `initial` reads every captured table at the new slot's exported snapshot (when no slot and no
    * stored position exist yet), then streams from the slot's consistent point; `initial_only`
    * does the snapshot and stops. Progress is kept in KurrentDB (stream
-   * `event-assembler.snapshot-<name>`), so an interrupted snapshot resumes. `when_needed`
-   * arrives with the next issue. Default: `never`.
+   * `event-assembler.snapshot-<name>`), so an interrupted snapshot resumes. `when_needed` is
+   * `initial`, and when the stored position can no longer be served (slot dropped, invalidated,
+   * or advanced past what was recorded) it drops/re-creates the slot and reads every captured
+   * table again as a NEW snapshot generation (logged as a warning, shown in `status`) instead
+   * of refusing with REBUILD_NEEDED. Ad hoc snapshots (`event-assembler snapshot --config …`)
+   * run in every mode. Default: `never`.
    */
   readonly mode?: 'initial' | 'never' | 'when_needed' | 'initial_only';
   /** Rows per snapshot chunk. Default: 1024. */
@@ -180,8 +184,8 @@ export class ConfigError extends EventAssemblerError {
   }
 }
 
-/** Snapshot modes the pipeline runs today. */
-export const SNAPSHOT_MODES_ACCEPTED = ['never', 'initial', 'initial_only'] as const;
+/** Snapshot modes the pipeline runs (all of them). */
+export const SNAPSHOT_MODES_ACCEPTED = ['never', 'initial', 'when_needed', 'initial_only'] as const;
 
 const MiB = 1024 * 1024;
 
@@ -261,7 +265,7 @@ const FIXES: Record<string, string> = {
   'destination.mode': "use 'auto' (default), 'multi-stream' or 'per-stream'",
   mappers: 'import your mappers (each made with defineMapper) and pass them as mappers: [...]',
   'contracts.dir': 'set contracts.dir to the directory of your JSON Schema contracts, e.g. contracts/invoicing',
-  'snapshot.mode': "use 'never', 'initial' or 'initial_only'",
+  'snapshot.mode': "use 'never', 'initial', 'when_needed' or 'initial_only'",
   'failurePolicy.contractViolation': "use 'halt' (default) or 'park'",
   limits: 'use positive integers',
 };
@@ -322,7 +326,7 @@ export function parseConfig(config: AssemblerConfig, options: ParseConfigOptions
   const c = parsed.data;
 
   if (!(SNAPSHOT_MODES_ACCEPTED as readonly string[]).includes(c.snapshot.mode)) {
-    throw new ConfigError('snapshot.mode', `'${c.snapshot.mode}' is not available yet: it arrives with the next issue (a new snapshot generation when the slot can no longer serve the stored position)`, "use 'initial' (snapshot on first start, refuse an unservable position) or 'never' meanwhile");
+    throw new ConfigError('snapshot.mode', `'${c.snapshot.mode}' is not a snapshot mode`, FIXES['snapshot.mode']!);
   }
 
   const names = new Set<string>();

@@ -21,15 +21,16 @@ import { CHECKPOINT_EVENT_TYPE, checkpointStreamName, createKurrentDBSink, type 
 import { createPostgresSource, type PostgresSource, type SourceStatus } from '../source/index.js';
 import { compareLsn, lsnDistance, makeSourcePosition } from '../source/position.js';
 import {
-  createIncrementalSnapshot, createSlotWithSnapshot, decideSnapshot, isSnapshotFinished, newSnapshotProgress, readInitialSnapshot, updateTable,
-  type IncrementalSnapshot, type SnapshotDecision, type SnapshotProgress,
+  adHocSnapshotProgress, createIncrementalSnapshot, createSlotWithSnapshot, decideSnapshot, decodeSnapshotRequest, describeTable, isSnapshotFinished, newSnapshotProgress, nextGeneration,
+  readInitialSnapshot, requireKey, SNAPSHOT_REQUEST_PREFIX, unservableReason, updateTable,
+  type IncrementalSnapshot, type SnapshotDecision, type SnapshotProgress, type SnapshotRequest,
 } from '../source/snapshot/index.js';
 import type { Change, Lsn, SnapshotRecord, SourceTransaction, SourceUnit } from '../source/types.js';
 import { createCheckpointCoordinator } from './checkpoint-coordinator.js';
 import { ContractViolationHaltError, RebuildNeededError } from './errors.js';
 import { createAppender, type Appender } from './appender.js';
 import { createLogger, type Logger } from './logger.js';
-import { createKurrentDBSnapshotStore, snapshotProgressStreamName, type PinnedPosition, type PipelineSnapshotStore } from './snapshot-store.js';
+import { createKurrentDBSnapshotStore, HANDLED_REQUESTS_KEPT, snapshotProgressStreamName, type PinnedPosition, type PipelineSnapshotStore, type SnapshotRequestState } from './snapshot-store.js';
 
 export interface AssemblerDeps {
   /** Default: JSON lines on stderr. Every line passes the configuration's redactor. */
@@ -46,8 +47,12 @@ export interface AssemblerDeps {
 export type AssemblerState = 'new' | 'starting' | 'running' | 'stopping' | 'stopped' | 'failed';
 
 export interface SnapshotSummary {
-  /** What the start-up decision was (`initial-snapshot`, `resume-snapshot`, `stream`, `stop`, …). */
-  readonly action: SnapshotDecision['action'];
+  /**
+   * What the start-up decision was (`initial-snapshot`, `resume-snapshot`, `new-generation`,
+   * `stream`, `stop`, …), or `ad-hoc-snapshot` once an ad hoc snapshot requested with
+   * `event-assembler snapshot` started (then `generation` is its generation).
+   */
+  readonly action: SnapshotDecision['action'] | 'ad-hoc-snapshot';
   readonly code: string;
   readonly reason: string;
   readonly generation: string | null;
@@ -331,11 +336,16 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       );
       const slot = rows[0];
       if (!slot || !slot.confirmed_flush_lsn) return null; // the source's checks name a missing slot
+      // Mode 'when_needed' answers an unservable slot with a new snapshot generation: the
+      // snapshot decision (decideStart) sees the same slot state and says so, loudly.
+      const deferToDecision = config.snapshot.mode === 'when_needed';
       if (slot.wal_status === 'lost') {
+        if (deferToDecision) return null;
         throw new RebuildNeededError(`replication slot "${config.source.slot}" was invalidated (wal_status = 'lost'): the WAL it needed is gone`, { slot: config.source.slot });
       }
       if (last && (!last.systemId || !slot.system_identifier || last.systemId === slot.system_identifier)) {
         if (compareLsn(slot.confirmed_flush_lsn, last.endLsn) > 0) {
+          if (deferToDecision) return null;
           throw new RebuildNeededError(
             `replication slot "${config.source.slot}" has confirmed_flush_lsn ${slot.confirmed_flush_lsn}, ahead of the last position this assembler recorded as durable ` +
               `(${last.endLsn} in ${checkpointStreamName(config.name)}${last.slot ? `, slot "${last.slot}"` : ''}): someone else advanced the slot, and the transactions in between were never appended`,
@@ -477,7 +487,13 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   let snapshotStore: PipelineSnapshotStore | null = null;
   let snapshotProgress: SnapshotProgress | null = null;
   let incremental: IncrementalSnapshot | null = null;
-  let snapshotInfo: { action: SnapshotDecision['action']; code: string; reason: string; generation: string | null; consistentPoint: Lsn | null; stopAfter: boolean } | null = null;
+  let snapshotInfo: { action: SnapshotSummary['action']; code: string; reason: string; generation: string | null; consistentPoint: Lsn | null; stopAfter: boolean } | null = null;
+  /** Ad hoc snapshot requests: queued ones and the ids already taken (saved with the progress). */
+  let requestState: SnapshotRequestState = { queued: [], handled: [] };
+  /** Source system id for snapshot positions while streaming (set when a snapshot runs). */
+  let snapshotSystemId: string | null = null;
+  /** An ad hoc generation is being set up (its progress saving): a request arriving meanwhile queues. */
+  let adHocStarting = false;
   const snapshotCounts = { rows: 0, events: 0 };
   /** Sink positions of snapshot records handed to the sink and not yet covered by saved progress (see snapshot-store.ts). */
   const pinned = new Map<string, PinnedPosition>();
@@ -487,7 +503,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   const pinKey = (record: SnapshotRecord): string => `${record.table}\u0000${canonicalKey(record.change.key)}`;
 
   async function saveSnapshotProgress(progress: SnapshotProgress): Promise<void> {
-    await snapshotStore!.save(progress, pinned);
+    await snapshotStore!.save(progress, pinned, requestState);
     snapshotProgress = progress;
   }
 
@@ -529,13 +545,13 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     for (const record of records) pinned.delete(pinKey(record));
   }
 
-  async function identifySystem(): Promise<{ systemId: string }> {
+  async function identifySystem(): Promise<{ systemId: string; timeline: number }> {
     const client = new pg.Client({ connectionString: config.source.connection, replication: 'database' } as pg.ClientConfig);
     client.on('error', () => undefined);
     await client.connect();
     try {
-      const r = await client.query<{ systemid: string }>('IDENTIFY_SYSTEM');
-      return { systemId: String(r.rows[0]!.systemid) };
+      const r = await client.query<{ systemid: string; timeline: string | number }>('IDENTIFY_SYSTEM');
+      return { systemId: String(r.rows[0]!.systemid), timeline: Number(r.rows[0]!.timeline) };
     } finally {
       await client.end().catch(() => undefined);
     }
@@ -573,12 +589,25 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     const mode = config.snapshot.mode;
     const stored = await snapshotStore!.load();
     snapshotProgress = stored?.progress ?? null;
+    requestState = stored?.requests ?? { queued: [], handled: [] };
     for (const [k, v] of stored?.pinned ?? []) pinned.set(k, v);
     const slot = await slotState();
     const progress = stored?.progress ?? null;
-    if (progress && isSnapshotFinished(progress) && slot.exists && progress.slot === config.source.slot && mode === 'initial') {
-      // The snapshot of this slot is complete; streaming may not have recorded a position yet.
-      return { action: 'stream', mode, generation: null, stopAfterSnapshot: false, recreateSlot: false, code: 'SNAPSHOT_DONE', reason: `snapshot generation ${progress.generation} of slot ${config.source.slot} is complete: streaming from the slot` };
+    if (
+      progress && isSnapshotFinished(progress) && slot.exists && (progress.slot === config.source.slot || progress.kind !== 'initial') &&
+      (mode === 'initial' || (mode === 'when_needed' && storedLsn === null))
+    ) {
+      // The latest snapshot is complete; streaming may not have recorded a position yet.
+      const from = storedLsn ?? progress.consistentPoint;
+      const gone = mode !== 'when_needed' ? null : from ? unservableReason(from, slot) : slot.walStatus === 'lost' ? { code: 'SLOT_LOST', reason: `the replication slot was invalidated (wal_status = 'lost')` } : null;
+      if (gone === null) {
+        return { action: 'stream', mode, generation: null, stopAfterSnapshot: false, recreateSlot: false, code: 'SNAPSHOT_DONE', reason: `snapshot generation ${progress.generation} is complete: streaming from slot ${config.source.slot}` };
+      }
+      const generation = nextGeneration(progress.generation);
+      return {
+        action: 'new-generation', mode, generation, stopAfterSnapshot: false, recreateSlot: true, code: gone.code,
+        reason: `${gone.reason}; mode 'when_needed' starts snapshot generation ${generation} with a new slot (consumers see a new generation and reconcile)`,
+      };
     }
     return decideSnapshot({ mode, storedLsn, slot, progress, lastGeneration: progress?.generation ?? null });
   }
@@ -602,7 +631,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       log.info('snapshot: slot created with an exported snapshot; reading captured tables', { slot: exported.slot, consistentPoint: exported.consistentPoint, generation, tables, parallelism: config.snapshot.parallelism });
       for await (const batch of readInitialSnapshot({
         connection: config.source.connection, snapshotName: exported.snapshotName, tables, snapshotGeneration: generation,
-        parallelism: config.snapshot.parallelism, batchRows: config.snapshot.chunkSize,
+        parallelism: config.snapshot.parallelism, batchRows: config.snapshot.chunkSize, publications: config.source.publication,
       })) {
         if (stopRequested) break;
         await deliverSnapshotRecords(batch.records, exported.consistentPoint, systemId, progress);
@@ -620,34 +649,56 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       if (isSnapshotFinished(progress)) {
         snapshotDone = true;
         log.info('snapshot: complete', { generation, rows: snapshotCounts.rows, events: snapshotCounts.events, consistentPoint: exported.consistentPoint });
+        await recordConsistentPoint(exported.consistentPoint, systemId);
       }
     } finally {
       await exported.close();
     }
   }
 
-  /** An interrupted initial snapshot: the rest is read incrementally (watermarks) while streaming from the slot. */
-  function startResume(progress: SnapshotProgress): void {
+  /**
+   * A complete initial snapshot makes its consistent point durable (everything before it is in
+   * the snapshot): record it in the checkpoint stream, so that a restart before anything streams
+   * compares the new slot with the new position — not with the previous slot's last one, which
+   * would look like a slot advanced past the checkpoint. The slot is not acknowledged here.
+   */
+  async function recordConsistentPoint(lsn: Lsn, systemId: string): Promise<void> {
+    if (!checkpointSink || (recordedLsn !== null && compareLsn(lsn, recordedLsn) <= 0)) return;
+    const { timeline } = await identifySystem();
+    const position = makeSourcePosition({ systemId, timeline, slot: config.source.slot, commitLsn: lsn, xid: 0 });
+    await checkpointSink.append(checkpointEvent({ tx: null, commitLsn: lsn, xid: 0, checkpoint: position.checkpoint, systemId, endLsn: lsn }, true));
+    recordedLsn = lsn;
+  }
+
+  /**
+   * Runs `progress` as an incremental (watermark) snapshot while streaming: the rest of an
+   * interrupted snapshot (same generation) or an ad hoc one. When it is done, the next queued
+   * ad hoc request starts.
+   */
+  function startIncremental(progress: SnapshotProgress, resumed: boolean): void {
     incremental = createIncrementalSnapshot({
       connection: config.source.connection,
       progress,
       store: { load: () => Promise.resolve(snapshotProgress), save: (p) => saveSnapshotProgress(p) },
       chunkSize: config.snapshot.chunkSize,
+      publications: config.source.publication,
       onRetry: (chunk, attempt) => log.warn('snapshot: chunk must be read again', { table: chunk.table, attempt, blockedBy: chunk.blockedBy }),
     });
     const inc = incremental;
-    log.info('snapshot: resuming the interrupted snapshot incrementally while streaming', { generation: progress.generation, tables: progress.tables.filter((t) => t.status !== 'done').map((t) => ({ table: t.table, status: t.status, lastKey: t.lastKey })) });
+    if (resumed) log.info('snapshot: resuming the interrupted snapshot incrementally while streaming', { generation: progress.generation, kind: progress.kind, tables: progress.tables.filter((t) => t.status !== 'done').map((t) => ({ table: t.table, status: t.status, lastKey: t.lastKey })) });
     void inc.run().then(
       (final) => {
         snapshotDone = true;
         incremental = null;
         void inc.close();
-        log.info('snapshot: complete (resumed)', { generation: final.generation, rows: snapshotCounts.rows, events: snapshotCounts.events });
+        log.info(resumed ? 'snapshot: complete (resumed)' : 'snapshot: complete', { generation: final.generation, kind: final.kind, rows: snapshotCounts.rows, events: snapshotCounts.events });
         if (snapshotInfo?.stopAfter) {
           stopReason = 'snapshot-done';
           stopRequested = true;
           wakeStop?.();
+          return;
         }
+        startNextRequest();
       },
       (error: unknown) => {
         if (!stopRequested) setFatal(error);
@@ -655,9 +706,107 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     );
   }
 
+  /** Starts the oldest queued ad hoc request, if any and nothing runs. */
+  function startNextRequest(): void {
+    const next = requestState.queued[0];
+    if (!next || incremental || adHocStarting || stopRequested) return;
+    requestState = { ...requestState, queued: requestState.queued.slice(1) };
+    startAdHoc(next, next.lsn).catch((error: unknown) => {
+      if (!stopRequested) setFatal(error);
+    });
+  }
+
+  /** Why the request's tables cannot be snapshotted (not captured, missing, no key), or `null`. */
+  async function refuseRequestTables(request: SnapshotRequest): Promise<string | null> {
+    const captured = config.source.tables.map((t) => t.table);
+    const uncaptured = request.tables.filter((t) => !captured.includes(t));
+    if (uncaptured.length > 0) return `not captured by this assembler: ${uncaptured.join(', ')} (captured: ${captured.join(', ')})`;
+    const client = new pg.Client({ connectionString: config.source.connection });
+    client.on('error', () => undefined);
+    await client.connect();
+    try {
+      for (const table of request.tables) requireKey(await describeTable(client, table, { publications: config.source.publication }));
+      return null;
+    } catch (error) {
+      return error instanceof Error ? error.message : String(error);
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+
+  /**
+   * A new generation of the requested tables, read incrementally while streaming. The progress
+   * (with the request) is saved before returning — i.e. before the request's transaction can be
+   * acknowledged — so a crash either re-sends the request or resumes this generation.
+   */
+  async function startAdHoc(request: SnapshotRequest, lsn: Lsn): Promise<void> {
+    adHocStarting = true;
+    try {
+      await startAdHocNow(request, lsn);
+    } finally {
+      adHocStarting = false;
+    }
+  }
+
+  async function startAdHocNow(request: SnapshotRequest, lsn: Lsn): Promise<void> {
+    const previousGeneration = snapshotProgress?.generation ?? null;
+    const progress = adHocSnapshotProgress({
+      tables: request.tables,
+      capturedTables: config.source.tables.map((t) => t.table),
+      lastGeneration: previousGeneration,
+      reason: `ad hoc snapshot of ${request.tables.join(', ')} requested${request.requestedBy ? ` by ${request.requestedBy}` : ''} at ${request.requestedAt} (request ${request.id}, message at ${lsn})`,
+      request: { id: request.id, lsn },
+    });
+    pinned.clear();
+    await saveSnapshotProgress(progress);
+    snapshotDone = false;
+    snapshotInfo = { action: 'ad-hoc-snapshot', code: 'SNAPSHOT_REQUESTED', reason: progress.reason, generation: progress.generation, consistentPoint: null, stopAfter: false };
+    log.info('snapshot: ad hoc snapshot started as a new generation', { generation: progress.generation, previousGeneration, tables: request.tables, request: request.id, lsn, queued: requestState.queued.length });
+    startIncremental(progress, false);
+  }
+
+  /**
+   * The hook of the transaction loop: ad hoc snapshot requests (`event-assembler snapshot`) in a
+   * committed transaction's messages. Resolves once each is durable in the snapshot store
+   * (started, queued or refused) — before the transaction is handed on, so before it can be
+   * acknowledged.
+   */
+  async function takeSnapshotRequests(tx: CommittedTransaction, changes: readonly Change[]): Promise<void> {
+    for (const change of changes) {
+      if (change.op !== 'message' || change.prefix !== SNAPSHOT_REQUEST_PREFIX) continue;
+      const request = decodeSnapshotRequest(change.content);
+      if (!request) {
+        log.warn('snapshot: ignoring a malformed snapshot request message', { lsn: change.lsn, commitLsn: tx.commitLsn });
+        continue;
+      }
+      // Another assembler's request, or one the slot re-sends after a restart.
+      if (request.assembler !== config.name || requestState.handled.includes(request.id)) continue;
+      if (!snapshotStore) {
+        log.warn('snapshot: ad hoc snapshot request ignored: this assembler runs with a custom sink and keeps no snapshot state', { request: request.id, lsn: change.lsn });
+        continue;
+      }
+      snapshotSystemId ??= tx.position.systemId;
+      requestState = { ...requestState, handled: [...requestState.handled, request.id].slice(-HANDLED_REQUESTS_KEPT) };
+      const refused = await refuseRequestTables(request);
+      if (refused !== null) {
+        log.warn('snapshot: ad hoc snapshot request refused', { request: request.id, tables: request.tables, lsn: change.lsn, reason: refused });
+        if (snapshotProgress) await saveSnapshotProgress(snapshotProgress);
+        continue;
+      }
+      if (incremental !== null || adHocStarting || (snapshotProgress !== null && !isSnapshotFinished(snapshotProgress))) {
+        requestState = { ...requestState, queued: [...requestState.queued, { ...request, lsn: change.lsn }] };
+        await saveSnapshotProgress(snapshotProgress!);
+        log.info('snapshot: ad hoc snapshot request queued behind the running snapshot', { request: request.id, tables: request.tables, lsn: change.lsn, running: snapshotProgress?.generation ?? null, queued: requestState.queued.length });
+        continue;
+      }
+      await startAdHoc(request, change.lsn);
+    }
+  }
+
   /** While an incremental snapshot runs, every transaction passes its watermark window. */
   async function handleWithWindow(tx: CommittedTransaction, inc: IncrementalSnapshot, systemId: string): Promise<void> {
     const changes = await readChanges(tx);
+    await takeSnapshotRequests(tx, changes);
     const outputs = inc.window.accept({ xid: tx.xid }, changes);
     let records: SnapshotRecord[] = [];
     for (const output of outputs) {
@@ -729,31 +878,43 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         if (recordedLsn && slotConfirmed && compareLsn(slotConfirmed, recordedLsn) > 0) recordedLsn = slotConfirmed;
       }
 
-      let systemId: string | null = null;
       let resumeFrom: SnapshotProgress | null = null;
-      if (config.snapshot.mode !== 'never') {
-        snapshotStore = createKurrentDBSnapshotStore(config.destination.connectionString, config.name);
+      if (config.snapshot.mode !== 'never' || checkpointSink) snapshotStore = createKurrentDBSnapshotStore(config.destination.connectionString, config.name);
+      if (config.snapshot.mode === 'never') {
+        // No snapshot of its own, but an interrupted ad hoc snapshot resumes (and queued requests
+        // start). With a custom sink (benchmarks) the destination is never contacted: no snapshot state.
+        const decision = snapshotStore ? await decideStart(last?.endLsn ?? null) : null;
+        if (decision?.action === 'resume-snapshot') {
+          snapshotInfo = { action: decision.action, code: decision.code, reason: decision.reason, generation: decision.generation, consistentPoint: null, stopAfter: false };
+          log.info('snapshot: decision', { mode: config.snapshot.mode, action: decision.action, code: decision.code, reason: decision.reason, generation: decision.generation, progressStream: snapshotProgressStreamName(config.name) });
+          resumeFrom = snapshotProgress;
+          snapshotSystemId = (await identifySystem()).systemId;
+        }
+      } else {
         const decision = await decideStart(last?.endLsn ?? null);
+        const previousGeneration = snapshotProgress?.generation ?? null;
         snapshotInfo = { action: decision.action, code: decision.code, reason: decision.reason, generation: decision.generation, consistentPoint: snapshotProgress?.consistentPoint ?? null, stopAfter: decision.stopAfterSnapshot };
         log.info('snapshot: decision', { mode: config.snapshot.mode, action: decision.action, code: decision.code, reason: decision.reason, generation: decision.generation, progressStream: snapshotProgressStreamName(config.name) });
         switch (decision.action) {
           case 'refuse':
             throw new RebuildNeededError(decision.reason, { slot: config.source.slot, code: decision.code });
-          case 'new-generation':
-            throw new EventAssemblerError(
-              'SNAPSHOT_CANNOT_RESUME',
-              `${decision.reason}. This assembler does not start new generations on its own yet (mode 'when_needed' arrives with the next issue): ` +
-                `delete the snapshot progress stream ${snapshotProgressStreamName(config.name)} and this assembler's streams (or use a new assembler name), then start again for a fresh initial snapshot`,
-              { slot: config.source.slot, code: decision.code, progressStream: snapshotProgressStreamName(config.name) },
-            );
           case 'stop':
             stopReason = 'snapshot-done';
             throw new StopBeforeStart();
+          case 'new-generation':
           case 'initial-snapshot':
+            // The stored progress belongs to the previous generation: status must not call this one finished.
+            snapshotProgress = null;
+            if (decision.action === 'new-generation') {
+              // Never silent: consumers see a new generation of every captured table and reconcile.
+              log.warn('snapshot: the stored position cannot be served; starting a new snapshot generation with a new slot', {
+                previousGeneration, generation: decision.generation, code: decision.code, reason: decision.reason, slot: config.source.slot,
+              });
+            }
             if (stopRequested) throw new StopBeforeStart();
             state = 'running';
-            systemId = (await identifySystem()).systemId;
-            await runInitialSnapshotPhase(decision, systemId);
+            snapshotSystemId = (await identifySystem()).systemId;
+            await runInitialSnapshotPhase(decision, snapshotSystemId);
             if (stopRequested) throw new StopBeforeStart();
             if (!snapshotDone) throw new Error('unreachable: initial snapshot ended unfinished');
             if (decision.stopAfterSnapshot) {
@@ -763,7 +924,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
             break;
           case 'resume-snapshot':
             resumeFrom = snapshotProgress;
-            systemId = (await identifySystem()).systemId;
+            snapshotSystemId = (await identifySystem()).systemId;
             break;
           case 'stream':
             snapshotDone = snapshotProgress !== null && isSnapshotFinished(snapshotProgress);
@@ -809,7 +970,12 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         idleTimer = setInterval(() => void idleCheckpoint(), IDLE_CHECKPOINT_INTERVAL_MS);
         idleTimer.unref?.();
       }
-      if (resumeFrom) startResume(resumeFrom);
+      if (resumeFrom) startIncremental(resumeFrom, true);
+      else if (requestState.queued.length > 0) {
+        // Requests queued behind a snapshot that finished just before the last stop.
+        snapshotSystemId ??= (await identifySystem()).systemId;
+        startNextRequest();
+      }
 
       const iterator = source.transactions()[Symbol.asyncIterator]();
       for (;;) {
@@ -829,9 +995,16 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
           await winner.value.release();
           break;
         }
+        const tx = winner.value;
         const inc = incremental;
-        if (inc && systemId) await handleWithWindow(winner.value, inc, systemId);
-        else await handleTransaction(winner.value);
+        if (inc && snapshotSystemId) await handleWithWindow(tx, inc, snapshotSystemId);
+        else if (!tx.spilled) {
+          // Small transactions are in memory anyway: look for ad hoc snapshot requests (their own
+          // tiny transactions, see source/snapshot/request.ts) before handing the changes on.
+          const changes = await readChanges(tx);
+          await takeSnapshotRequests(tx, changes);
+          await handleTransaction(tx, changes);
+        } else await handleTransaction(tx);
       }
     } catch (error) {
       if (!(error instanceof StopBeforeStart)) setFatal(error);

@@ -8,10 +8,15 @@
  * - `pinned`: sink positions of snapshot records handed to the sink whose progress is not saved
  *   yet (`[table, canonical key, lsn, sequence]`). Written BEFORE those records are appended, so
  *   after a crash a record read again (same generation, same key) gets the position it had —
- *   the sink's receipt then recognises it as a replay instead of appending it a second time.
+ *   the sink's receipt then recognises it as a replay instead of appending it a second time;
+ * - `requests`: ad hoc snapshot requests (`event-assembler snapshot`) read from the WAL —
+ *   `queued` ones wait for the running snapshot to finish, `handled` lists the ids of the last
+ *   requests taken (started, queued or refused), so one the slot re-sends after a restart is not
+ *   taken twice. Saved BEFORE the request's transaction may be acknowledged, so a request is
+ *   never lost: either the slot re-sends it or this record has it.
  */
 import { BACKWARDS, END, jsonEvent, KurrentDBClient } from '@kurrent/kurrentdb-client';
-import { parseSnapshotProgress, type SnapshotProgress } from '../source/snapshot/index.js';
+import { decodeSnapshotRequest, parseSnapshotProgress, type SnapshotProgress, type SnapshotRequest } from '../source/snapshot/index.js';
 import type { Lsn } from '../source/types.js';
 
 export const SNAPSHOT_PROGRESS_EVENT_TYPE = 'SnapshotProgress';
@@ -25,16 +30,61 @@ export interface PinnedPosition {
   readonly sequence: number;
 }
 
+/** A request waiting for the running snapshot, with the LSN of its message. */
+export type QueuedSnapshotRequest = SnapshotRequest & { readonly lsn: Lsn };
+
+export interface SnapshotRequestState {
+  readonly queued: readonly QueuedSnapshotRequest[];
+  /** Ids of the last requests taken (newest last, at most {@link HANDLED_REQUESTS_KEPT}). */
+  readonly handled: readonly string[];
+}
+
+export const HANDLED_REQUESTS_KEPT = 1000;
+
 export interface StoredSnapshotState {
   readonly progress: SnapshotProgress;
   /** Key: `<table>\u0000<canonical key>`. */
   readonly pinned: ReadonlyMap<string, PinnedPosition>;
+  readonly requests: SnapshotRequestState;
 }
 
 export interface PipelineSnapshotStore {
   load(): Promise<StoredSnapshotState | null>;
-  save(progress: SnapshotProgress, pinned: ReadonlyMap<string, PinnedPosition>): Promise<void>;
+  save(progress: SnapshotProgress, pinned: ReadonlyMap<string, PinnedPosition>, requests?: SnapshotRequestState): Promise<void>;
   close(): Promise<void>;
+}
+
+function parseRequests(value: unknown): SnapshotRequestState {
+  const v = (value ?? {}) as { queued?: unknown; handled?: unknown };
+  const queued: QueuedSnapshotRequest[] = [];
+  for (const entry of Array.isArray(v.queued) ? (v.queued as unknown[]) : []) {
+    const lsn = (entry as { lsn?: unknown })?.lsn;
+    const request = decodeSnapshotRequest(JSON.stringify(entry));
+    if (request && typeof lsn === 'string') queued.push({ ...request, lsn });
+  }
+  const handled = Array.isArray(v.handled) ? (v.handled as unknown[]).filter((x): x is string => typeof x === 'string') : [];
+  return { queued, handled };
+}
+
+/**
+ * The latest saved progress of the generation started by request `requestId`, searching the
+ * progress stream backwards over at most `maxEvents` saves (`null`: not found). For followers
+ * (`event-assembler snapshot --wait`) that may look only after a later generation has started.
+ */
+export async function findRequestedProgress(connectionString: string, assembler: string, requestId: string, maxEvents = 100_000): Promise<SnapshotProgress | null> {
+  const client = KurrentDBClient.connectionString(connectionString);
+  try {
+    for await (const resolved of client.readStream(snapshotProgressStreamName(assembler), { direction: BACKWARDS, fromRevision: END, maxCount: maxEvents })) {
+      const data = resolved.event?.data as { progress?: { request?: { id?: unknown } | null } } | undefined;
+      if (data?.progress?.request?.id === requestId) return parseSnapshotProgress(data.progress);
+    }
+    return null;
+  } catch (error) {
+    if ((error as { type?: unknown }).type === 'stream-not-found') return null;
+    throw error;
+  } finally {
+    await client.dispose().catch(() => undefined);
+  }
 }
 
 export function createKurrentDBSnapshotStore(connectionString: string, assembler: string): PipelineSnapshotStore {
@@ -64,7 +114,7 @@ export function createKurrentDBSnapshotStore(connectionString: string, assembler
               const [table, key, lsn, sequence] = entry as [unknown, unknown, unknown, unknown];
               if (typeof table === 'string' && typeof key === 'string' && typeof lsn === 'string' && typeof sequence === 'number') pinned.set(`${table}\u0000${key}`, { lsn, sequence });
             }
-            return { progress, pinned };
+            return { progress, pinned, requests: parseRequests((data as { requests?: unknown }).requests) };
           }
           return null;
         });
@@ -73,13 +123,13 @@ export function createKurrentDBSnapshotStore(connectionString: string, assembler
         throw error;
       }
     },
-    async save(progress, pinned) {
+    async save(progress, pinned, requests = { queued: [], handled: [] }) {
       const entries = [...pinned].map(([k, p]) => {
         const i = k.indexOf('\u0000');
         return [k.slice(0, i), k.slice(i + 1), p.lsn, p.sequence];
       });
       // Expected `any`: one assembler owns the stream; a retried save appends the same record again (harmless, the last one counts).
-      await retry(() => client.appendToStream(stream, jsonEvent({ type: SNAPSHOT_PROGRESS_EVENT_TYPE, data: { assembler, progress, pinned: entries } as never })));
+      await retry(() => client.appendToStream(stream, jsonEvent({ type: SNAPSHOT_PROGRESS_EVENT_TYPE, data: { assembler, progress, pinned: entries, requests: { queued: requests.queued, handled: requests.handled.slice(-HANDLED_REQUESTS_KEPT) } } as never })));
     },
     async close() {
       await client.dispose().catch(() => undefined);

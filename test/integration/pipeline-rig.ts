@@ -7,7 +7,7 @@ import { defineConfig, type AssemblerConfig } from '../../src/config/index.js';
 import type { Logger } from '../../src/pipeline/index.js';
 import { setupCapture } from '../../src/source/setup.js';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB, type InMemoryKurrentDBOptions } from '../../src/testing/kurrentdb/index.js';
-import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
+import { createTestDatabase, type PostgresServerInfo, type TestDatabase } from '../../src/testing/postgres.js';
 import { mappers } from '../../examples/invoicing/index.js';
 
 export const TABLES = ['public.customer', 'public.invoice', 'public.invoice_line', 'public.payment'];
@@ -53,8 +53,8 @@ function decode(bytes: Uint8Array): unknown {
   return text === '' ? {} : JSON.parse(text);
 }
 
-export async function createPipelineRig(name: string, options: { slots?: number; kurrent?: InMemoryKurrentDBOptions } = {}): Promise<PipelineRig> {
-  const server = inject('postgres');
+export async function createPipelineRig(name: string, options: { slots?: number; kurrent?: InMemoryKurrentDBOptions; /** Default: the run's shared server. */ server?: PostgresServerInfo } = {}): Promise<PipelineRig> {
+  const server = options.server ?? inject('postgres');
   const db = await createTestDatabase(server, `pl_${name}`);
   const role = `cap_${db.database}`.slice(0, 63);
   const publication = `pub_${name}`;

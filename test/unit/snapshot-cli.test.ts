@@ -32,6 +32,7 @@ describe('event-assembler snapshot (dry run)', () => {
   it('plans a new generation of the chosen tables', async () => {
     const { out } = await run(['--tables', 'public.invoice,public.invoice_line', '--last-generation', '2', '--chunk-size', '500']);
     expect(out).toContain('would start snapshot generation 3 (ad_hoc) of public.invoice, public.invoice_line in chunks of 500 rows while streaming');
+    expect(out).toContain('nothing was requested');
     const json = await run(['--tables', 'public.invoice', '--json']);
     expect(JSON.parse(json.out)).toMatchObject({ action: 'ad-hoc-snapshot', dryRun: true, chunkSize: 1024, progress: { generation: '1', kind: 'ad_hoc' } });
   });

@@ -32,11 +32,19 @@ default-exports defineConfig({...}):
                  multi-stream or per-stream
   mappers        your mappers (defineMapper), in the order they run
   contracts      { dir } — the JSON Schema contracts every event is validated against
-  snapshot       { mode: 'never' (default) | 'initial' | 'initial_only', chunkSize?, parallelism? }
+  snapshot       { mode: 'never' (default) | 'initial' | 'when_needed' | 'initial_only',
+                   chunkSize?, parallelism? }
                  initial: on first start (no slot yet) read every captured table at the
                  new slot's exported snapshot, then stream from its consistent point;
                  progress in KurrentDB (event-assembler.snapshot-<name>), resumed after
-                 a crash; initial_only: snapshot, then exit 0. when_needed: next issue
+                 a crash; an unservable position is refused (exit 3).
+                 when_needed: like initial, and when the stored position can no longer be
+                 served (slot dropped, wal_status 'lost', slot advanced past the recorded
+                 checkpoint, or an interrupted snapshot lost its slot) drop/re-create the
+                 slot and read everything again as snapshot generation n+1 — logged as a
+                 warning and shown in the run summary (snapshot.action 'new-generation').
+                 initial_only: snapshot, then exit 0.
+                 Ad hoc snapshots of chosen tables: event-assembler snapshot --help
   failurePolicy  { contractViolation: 'halt' (default) | 'park' }
   limits         { maxInFlightTransactions: 1000, maxConcurrentAppends: 4, maxBatchTransactions: 512, ... }
 
@@ -76,7 +84,8 @@ Exit codes:
      source failure) — the log line says where and why
   2  the configuration could not be loaded or is invalid (the message names the field,
      or the file and line)
-  3  rebuild needed: the slot was invalidated or advanced past what was recorded
+  3  rebuild needed: the slot was invalidated, dropped or advanced past what was
+     recorded (snapshot.mode 'when_needed' starts a new generation instead)
 `;
 
 export function register(program: Command): void {

@@ -15,6 +15,8 @@ export function adHocSnapshotProgress(options: {
   readonly lastGeneration: string | null;
   readonly reason?: string;
   readonly now?: Date;
+  /** The request (`event-assembler snapshot`) that asked for it. */
+  readonly request?: { readonly id: string; readonly lsn: string };
 }): SnapshotProgress {
   if (options.tables.length === 0) throw new SnapshotError('SNAPSHOT_NO_TABLES', 'an ad hoc snapshot needs at least one table', { field: 'tables' });
   for (const t of options.tables) {
@@ -28,5 +30,6 @@ export function adHocSnapshotProgress(options: {
     generation, kind: 'ad_hoc', mode: 'ad_hoc', tables: [...new Set(options.tables)],
     reason: options.reason ?? `ad hoc snapshot of ${options.tables.join(', ')} requested`,
     ...(options.now ? { now: options.now } : {}),
+    ...(options.request ? { request: { id: options.request.id, lsn: options.request.lsn } } : {}),
   });
 }

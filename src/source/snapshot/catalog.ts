@@ -37,6 +37,46 @@ export interface SnapshotTable {
   readonly keyColumns: readonly string[];
   /** `pg_class.reltuples`; `null` when the table was never analyzed/vacuumed (-1). */
   readonly estimatedRows: number | null;
+  /**
+   * The publications' row filter (PostgreSQL 15+ `WHERE (…)`, as `pg_get_expr` prints it; several
+   * publications' filters OR-ed), applied to every snapshot read so the snapshot holds exactly the
+   * rows the stream would carry. `null`: no filter.
+   */
+  readonly rowFilter: string | null;
+  /**
+   * Key columns that exist but are left out of the publication's column list: the table is then
+   * read without key (pgoutput never sends those columns, so neither does the snapshot). Empty normally.
+   */
+  readonly unpublishedKeyColumns: readonly string[];
+}
+
+/** What the publications let through for one table (PostgreSQL 15+ column lists and row filters). */
+export interface PublishedShape {
+  /** Column names in the publication's column list; `null`: every column. */
+  readonly columns: readonly string[] | null;
+  readonly rowFilter: string | null;
+}
+
+/**
+ * Reads the column list and row filter of `table` in `publications` from `pg_publication_tables`
+ * (readable by any role). PostgreSQL before 15 has neither: `{ columns: null, rowFilter: null }`.
+ * A table in several publications: a row passes if any publication's filter passes (a publication
+ * without filter lets every row through), as pgoutput decides; column lists must be equal across
+ * publications (PostgreSQL refuses different ones), so the first is used. A table in none of them:
+ * no restriction (the source's start-up checks report it).
+ */
+export async function publishedShape(client: pg.ClientBase, table: QualifiedTable, publications: readonly string[]): Promise<PublishedShape> {
+  if (publications.length === 0) return { columns: null, rowFilter: null };
+  const version = await client.query<{ v: string }>(`SELECT current_setting('server_version_num') AS v`);
+  if (Number(version.rows[0]!.v) < 150000) return { columns: null, rowFilter: null };
+  const { schema, name } = splitTable(table);
+  const r = await client.query<{ attnames: string[] | null; rowfilter: string | null }>(
+    `SELECT attnames::text[] AS attnames, rowfilter FROM pg_catalog.pg_publication_tables WHERE pubname = ANY($1::text[]) AND schemaname = $2 AND tablename = $3`,
+    [publications, schema, name],
+  );
+  if (r.rows.length === 0) return { columns: null, rowFilter: null };
+  const rowFilter = r.rows.some((x) => x.rowfilter === null) ? null : r.rows.map((x) => `(${x.rowfilter})`).join(' OR ');
+  return { columns: r.rows[0]!.attnames, rowFilter };
 }
 
 export class SnapshotError extends EventAssemblerError {
@@ -62,8 +102,12 @@ export function tableSql(table: QualifiedTable): string {
 
 interface ColumnRow { name: string; type_oid: number; type_name: string; sql_type: string }
 
-/** Reads a table's snapshot description. Needs only catalog access (any role). */
-export async function describeTable(client: pg.ClientBase, table: QualifiedTable): Promise<SnapshotTable> {
+/**
+ * Reads a table's snapshot description. Needs only catalog access (any role). With
+ * `publications`, the columns and rows are those the publications publish (column list, row
+ * filter), so that a snapshot never holds a row or column the stream would not.
+ */
+export async function describeTable(client: pg.ClientBase, table: QualifiedTable, options: { readonly publications?: readonly string[] } = {}): Promise<SnapshotTable> {
   const { schema, name } = splitTable(table);
   const rel = await client.query<{ oid: number; reltuples: number }>(
     `SELECT c.oid::int AS oid, c.reltuples::float8 AS reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -89,9 +133,13 @@ export async function describeTable(client: pg.ClientBase, table: QualifiedTable
       ORDER BY i.indisprimary DESC, k.ord`,
     [relation.oid],
   );
+  const shape = await publishedShape(client, table, options.publications ?? []);
+  const published = shape.columns === null ? null : new Set(shape.columns);
   const primary = keys.rows.some((k) => k.primary);
-  const keyColumns = keys.rows.filter((k) => k.primary === primary).map((k) => k.name);
-  const columns = cols.rows.map((c) => ({
+  let keyColumns = keys.rows.filter((k) => k.primary === primary).map((k) => k.name);
+  const unpublishedKeyColumns = published === null ? [] : keyColumns.filter((k) => !published.has(k));
+  if (unpublishedKeyColumns.length > 0) keyColumns = [];
+  const columns = cols.rows.filter((c) => published === null || published.has(c.name)).map((c) => ({
     name: c.name,
     typeOid: c.type_oid,
     typeName: c.type_name,
@@ -106,10 +154,23 @@ export async function describeTable(client: pg.ClientBase, table: QualifiedTable
     keyIndexes,
     keyColumns,
     estimatedRows: relation.reltuples < 0 ? null : Math.round(relation.reltuples),
+    rowFilter: shape.rowFilter,
+    unpublishedKeyColumns,
   };
 }
 
+/** ` WHERE <row filter>` or `''`. */
+export function rowFilterClause(t: SnapshotTable): string {
+  return t.rowFilter === null ? '' : ` WHERE ${t.rowFilter}`;
+}
+
 export function requireKey(t: SnapshotTable): void {
+  if (t.unpublishedKeyColumns.length > 0) {
+    throw new SnapshotError('SNAPSHOT_TABLE_NO_KEY', `table ${t.table}'s key column(s) ${t.unpublishedKeyColumns.join(', ')} are not in the publication's column list: it cannot be read in chunks`, {
+      table: t.table,
+      fix: 'add the key columns to the publication\'s column list (ALTER PUBLICATION … SET TABLE t (k, …))',
+    });
+  }
   if (t.keyIndexes.length === 0) {
     throw new SnapshotError('SNAPSHOT_TABLE_NO_KEY', `table ${t.table} has neither a primary key nor a replica identity index: it cannot be read in key order or in chunks`, {
       table: t.table,

@@ -29,7 +29,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { QualifiedTable } from '../types.js';
 import {
-  decodeRow, describeTable, keyComparison, keyOfRow, keyTextOf, orderBy, quoteIdentifier, requireKey, selectList,
+  decodeRow, describeTable, keyComparison, keyOfRow, keyTextOf, orderBy, quoteIdentifier, requireKey, rowFilterClause, selectList,
   SnapshotError, type KeyText, type SnapshotTable,
 } from './catalog.js';
 import { updateTable, type SnapshotProgress, type SnapshotProgressStore, isSnapshotFinished } from './progress.js';
@@ -45,6 +45,8 @@ export interface IncrementalSnapshotOptions {
   readonly store: SnapshotProgressStore;
   /** Rows per chunk. Default: 1024. */
   readonly chunkSize?: number;
+  /** The capture's publication(s): chunks read only their published columns and rows (column list, row filter). Default: none. */
+  readonly publications?: readonly string[];
   /** Id written into this run's watermarks. Default: random. */
   readonly run?: string;
   /**
@@ -87,7 +89,7 @@ async function emitWatermark(client: pg.ClientBase, content: string): Promise<vo
 async function maxKeyOf(client: pg.ClientBase, t: SnapshotTable): Promise<KeyText | null> {
   const keys = t.keyColumns.map(quoteIdentifier);
   const r = await client.query({
-    text: `SELECT ${keys.join(', ')} FROM ${t.sql} ORDER BY ${keys.map((k) => `${k} DESC`).join(', ')} LIMIT 1`,
+    text: `SELECT ${keys.join(', ')} FROM ${t.sql}${rowFilterClause(t)} ORDER BY ${keys.map((k) => `${k} DESC`).join(', ')} LIMIT 1`,
     rowMode: 'array',
     types: TEXT_TYPES,
   });
@@ -137,6 +139,7 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
       }
       where.push(keyComparison(t, '<=', params.length + 1));
       params.push(...maxKey);
+      if (t.rowFilter !== null) where.push(`(${t.rowFilter})`);
       const r = await c.query({
         text: `SELECT ${selectList(t)} FROM ${t.sql} WHERE ${where.join(' AND ')} ORDER BY ${orderBy(t)} LIMIT ${chunkSize}`,
         values: params,
@@ -162,7 +165,7 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
   }
 
   async function readTable(c: pg.Client, table: QualifiedTable, signal?: AbortSignal): Promise<void> {
-    const t = await describeTable(c, table);
+    const t = await describeTable(c, table, { publications: options.publications ?? [] });
     requireKey(t);
     let entry = progress.tables.find((x) => x.table === table)!;
     if (entry.status === 'pending' || entry.maxKey === null) {

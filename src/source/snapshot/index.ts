@@ -21,5 +21,6 @@ export {
 } from './modes.js';
 export { createProgressReporter, formatProgressLine, formatProgressRecord, formatCount, formatDuration, type ProgressReporter } from './reporter.js';
 export { adHocSnapshotProgress } from './ad-hoc.js';
-export { SnapshotError, type KeyText } from './catalog.js';
+export { decodeSnapshotRequest, emitSnapshotRequest, encodeSnapshotRequest, newSnapshotRequest, SNAPSHOT_REQUEST_PREFIX, type SnapshotRequest } from './request.js';
+export { describeTable, publishedShape, requireKey, SnapshotError, type KeyText, type PublishedShape, type SnapshotTable } from './catalog.js';
 export { createReplayModel, type ReplayModel } from './replay.js';

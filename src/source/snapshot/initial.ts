@@ -14,7 +14,7 @@
 import pg from 'pg';
 import type { Lsn, QualifiedTable, SnapshotRecord } from '../types.js';
 import {
-  describeTable, keyOfRow, keyTextOf, decodeRow, orderBy, selectList, SnapshotError,
+  describeTable, keyOfRow, keyTextOf, decodeRow, orderBy, rowFilterClause, selectList, SnapshotError,
   type KeyText, type SnapshotTable,
 } from './catalog.js';
 import { copyOut } from './copy.js';
@@ -109,6 +109,12 @@ export interface ReadSnapshotOptions {
   readonly method?: SnapshotReadMethod;
   /** Records per batch. Default: 1000. */
   readonly batchRows?: number;
+  /**
+   * The capture's publication(s): each table is read with their column list and row filter
+   * (PostgreSQL 15+), so the snapshot holds only rows and columns the stream would. Default: none
+   * (every row and column).
+   */
+  readonly publications?: readonly string[];
 }
 
 const SESSION_SETTINGS = `SET DateStyle = 'ISO, MDY'; SET IntervalStyle = 'postgres'; SET bytea_output = 'hex'`;
@@ -134,7 +140,7 @@ const TEXT_TYPES = { getTypeParser: () => (value: string) => value };
 /** Reads one table in key order from a client whose transaction already holds the snapshot; yields raw text rows. */
 async function* readTableText(client: pg.Client, t: SnapshotTable, method: SnapshotReadMethod, batchRows: number): AsyncGenerator<(string | null)[][]> {
   const order = t.keyColumns.length > 0 ? ` ORDER BY ${orderBy(t)}` : '';
-  const select = `SELECT ${selectList(t)} FROM ${t.sql}${order}`;
+  const select = `SELECT ${selectList(t)} FROM ${t.sql}${rowFilterClause(t)}${order}`;
   if (method === 'copy') {
     yield* copyOut(client, `COPY (${select}) TO STDOUT`, { batchRows });
     return;
@@ -187,7 +193,7 @@ export async function* readInitialSnapshot(options: ReadSnapshotOptions): AsyncG
     clients.push(client);
     try {
       for (let table = pending.shift(); table !== undefined && !stopped; table = pending.shift()) {
-        const t = await describeTable(client, table);
+        const t = await describeTable(client, table, { publications: options.publications ?? [] });
         let rowsDone = 0;
         let lastKey: KeyText | null = null;
         for await (const rows of readTableText(client, t, method, batchRows)) {

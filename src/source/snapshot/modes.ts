@@ -90,24 +90,44 @@ export function unservableReason(storedLsn: Lsn, slot: SlotState): { code: strin
 }
 
 export function decideSnapshot(input: SnapshotDecisionInput): SnapshotDecision {
-  const { mode, storedLsn, slot, progress, lastGeneration } = input;
+  const { mode, slot, progress, lastGeneration } = input;
+  // An initial snapshot's consistent point is a durable position too: everything before it is in
+  // the snapshot. After a new generation the checkpoint may still name the old slot's last
+  // position (nothing streamed yet), while the new slot starts at the consistent point.
+  const storedLsn = input.storedLsn !== null && progress?.kind === 'initial' && progress.consistentPoint && lsnValue(progress.consistentPoint) > lsnValue(input.storedLsn)
+    ? progress.consistentPoint
+    : input.storedLsn;
   const base = { mode, stopAfterSnapshot: mode === 'initial_only', recreateSlot: false };
   const unfinished = progress !== null && !isSnapshotFinished(progress);
 
   // An interrupted snapshot comes first: its generation is already (partly) downstream.
   if (unfinished && progress) {
-    if (slot.exists && slot.walStatus !== 'lost') {
+    // The slot must still hold every change after what is durable: the stored position, or —
+    // nothing streamed yet — the consistent point of the interrupted initial snapshot.
+    const from = storedLsn ?? progress.consistentPoint;
+    const gone = from
+      ? unservableReason(from, slot)
+      : !slot.exists
+        ? { code: 'SLOT_MISSING', reason: 'its replication slot no longer exists' }
+        : slot.walStatus === 'lost'
+          ? { code: 'SLOT_LOST', reason: `its replication slot was invalidated (wal_status = 'lost')` }
+          : null;
+    if (gone === null) {
       return {
         ...base, action: 'resume-snapshot', generation: progress.generation, code: 'SNAPSHOT_INTERRUPTED',
         reason: `snapshot generation ${progress.generation} (${progress.kind}) was interrupted with ${progress.tables.filter((t) => t.status !== 'done').length} table(s) unfinished; resuming after the last durable chunk while streaming from the slot`,
       };
     }
-    if (mode === 'when_needed' || (storedLsn === null && mode !== 'never')) {
+    const code = gone.code === 'SLOT_MISSING' ? 'SNAPSHOT_INTERRUPTED_SLOT_GONE' : gone.code;
+    const what = `snapshot generation ${progress.generation} (${progress.kind}) was interrupted and cannot be resumed: ${gone.reason}`;
+    if (mode === 'when_needed') {
+      const generation = nextGeneration(lastGeneration ?? progress.generation);
       return {
-        ...base, action: 'new-generation', recreateSlot: slot.exists, generation: nextGeneration(lastGeneration ?? progress.generation), code: 'SNAPSHOT_INTERRUPTED_SLOT_GONE',
-        reason: `snapshot generation ${progress.generation} was interrupted and its slot is ${slot.exists ? 'invalidated' : 'gone'}; starting a new generation with a new slot`,
+        ...base, action: 'new-generation', recreateSlot: slot.exists, generation, code,
+        reason: `${what}; mode 'when_needed' starts snapshot generation ${generation} with a new slot`,
       };
     }
+    return { ...base, action: 'refuse', generation: null, code, reason: `${what}; refusing to start (mode '${mode}'): rebuild with a new slot and a new snapshot generation, or use mode 'when_needed'` };
   }
 
   if (storedLsn === null) {

@@ -44,6 +44,8 @@ export interface SnapshotProgress {
   readonly startedAt: string;
   readonly updatedAt: string;
   readonly tables: readonly TableProgress[];
+  /** Ad hoc snapshots: the request that started this generation (its id and the LSN of its message). Absent otherwise. */
+  readonly request?: { readonly id: string; readonly lsn: Lsn } | null;
 }
 
 const keyText = z.array(z.string()).nullable();
@@ -66,6 +68,7 @@ const progressSchema = z.object({
     estimatedRows: z.number().nullable(),
     chunksDone: z.number().int().min(0),
   })),
+  request: z.object({ id: z.string(), lsn: z.string() }).nullable().optional(),
 });
 
 /** Validates a stored record; throws naming the field. */
@@ -80,13 +83,14 @@ export function parseSnapshotProgress(value: unknown): SnapshotProgress {
 
 export function newSnapshotProgress(init: {
   generation: string; kind: SnapshotKind; mode: string; tables: readonly QualifiedTable[];
-  reason: string; slot?: string | null; consistentPoint?: Lsn | null; now?: Date;
+  reason: string; slot?: string | null; consistentPoint?: Lsn | null; now?: Date; request?: { id: string; lsn: Lsn } | null;
 }): SnapshotProgress {
   const now = (init.now ?? new Date()).toISOString();
   return {
     version: 1, generation: init.generation, kind: init.kind, mode: init.mode,
     slot: init.slot ?? null, consistentPoint: init.consistentPoint ?? null, reason: init.reason,
     startedAt: now, updatedAt: now,
+    ...(init.request ? { request: init.request } : {}),
     tables: init.tables.map((table) => ({ table, status: 'pending', lastKey: null, maxKey: null, rowsDone: 0, estimatedRows: null, chunksDone: 0 })),
   };
 }
