@@ -149,6 +149,7 @@ export {
 } from './kurrentdb-sink.js';
 export {
   compareReceipts,
+  compareGenerations,
   compareUnits,
   receiptsComparable,
   receiptToMetadata,

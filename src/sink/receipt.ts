@@ -104,10 +104,28 @@ export function compareUnits(a: ReceiptUnit, b: ReceiptUnit): number {
   if (a.kind !== b.kind) return a.kind === 'snapshot' ? -1 : 1;
   if (a.kind === 'transaction' && b.kind === 'transaction') return a.xid - b.xid;
   if (a.kind === 'snapshot' && b.kind === 'snapshot') {
-    if (a.generation !== b.generation) return a.generation < b.generation ? -1 : 1;
+    if (a.generation !== b.generation) return compareGenerations(a.generation, b.generation);
     return a.sequence - b.sequence;
   }
   return 0;
+}
+
+/**
+ * Snapshot generations in the order they were made: `nextGeneration` counts decimals up
+ * (`9` → `10`) and appends `.1` to anything else, so compare dot-separated parts, numerically
+ * where both are decimal ("9" < "10"), a prefix before its extensions ("a" < "a.1").
+ */
+export function compareGenerations(a: string, b: string): number {
+  const pa = a.split('.');
+  const pb = b.split('.');
+  for (let i = 0; i < Math.min(pa.length, pb.length); i++) {
+    const x = pa[i]!;
+    const y = pb[i]!;
+    if (x === y) continue;
+    if (/^\d+$/.test(x) && /^\d+$/.test(y)) return BigInt(x) < BigInt(y) ? -1 : 1;
+    return x < y ? -1 : 1;
+  }
+  return pa.length - pb.length;
 }
 
 /** The one comparison of receipts: by unit, then ordinal. Throws a `RangeError` when they do not compare. */

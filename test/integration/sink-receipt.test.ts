@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
 import {
+  compareGenerations,
   compareReceipts,
   createKurrentDBSink,
   OversizedEventError,
@@ -73,6 +74,14 @@ describe('receipt order', () => {
         expect(Math.sign(compareReceipts(ordered[i]!, ordered[j]!))).toBe(Math.sign(i - j));
       }
     }
+  });
+
+  it('orders generations as they were made: 9 before 10, a name before its .1 extension', () => {
+    const order = ['1', '2', '9', '10', '11', '100', 'rebuild', 'rebuild.1', 'rebuild.2', 'rebuild.10'];
+    for (let i = 0; i < order.length; i++) {
+      for (let j = 0; j < order.length; j++) expect(Math.sign(compareGenerations(order[i]!, order[j]!))).toBe(Math.sign(i - j));
+    }
+    expect(compareReceipts(receiptAt(snapshot('0/100', 5, '9'), 0, 1), receiptAt(snapshot('0/100', 0, '10'), 0, 1))).toBeLessThan(0);
   });
 
   it('does not compare receipts of different assemblers or source systems', () => {
