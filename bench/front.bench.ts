@@ -1,4 +1,5 @@
-// Front-half profile: raw reader vs source-only vs null-sink assembler on the same pre-written WAL,
+// Front-half profile (needs the build: npx tsc -p tsconfig.build.json --outDir .tmp/bench-build):
+// raw reader vs source-only vs null-sink vs in-memory KurrentDB on the same pre-written WAL,
 // small enough to iterate on (default 20,000 transactions). For CPU profiles:
 //   EA_BENCH_ONLY=source node --cpu-prof --cpu-prof-dir=.tmp/prof --import tsx bench/front.bench.ts
 import { startEmbeddedPostgres } from '../src/testing/postgres.js';
