@@ -46,7 +46,13 @@ default-exports defineConfig({...}):
                  initial_only: snapshot, then exit 0.
                  Ad hoc snapshots of chosen tables: event-assembler snapshot --help
   failurePolicy  { contractViolation: 'halt' (default) | 'park' }
-  limits         { maxInFlightTransactions: 1000, maxConcurrentAppends: 4, maxBatchTransactions: 512, ... }
+  limits         { maxInFlightTransactions: 1000, maxInFlightBytes, memoryLimitBytes,
+                   maxConcurrentAppends: 4, maxBatchTransactions: 512, maxBatchEvents: 2048 }
+                 Group commit: transactions that wait while an append is in flight go
+                 together in the next one (one atomic multi-stream append), up to
+                 maxBatchTransactions / maxBatchEvents; up to maxConcurrentAppends calls
+                 run at once on disjoint streams. Reading pauses at maxInFlightTransactions
+                 received and not yet durable.
 
 Example (invoicing.config.ts):
   import { defineConfig } from 'event-assembler';
