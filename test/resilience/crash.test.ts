@@ -423,6 +423,32 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
         return count;
       };
 
+      /**
+       * Sets the in-flight latency and returns when appends are on the wire: an append sent under
+       * it has landed (growth seen a full latency after the switch, when everything sent before
+       * has landed) and a third of the latency has passed since — a lane's next append goes out
+       * in answer to a landing, so right at a landing, lanes that completed together may have
+       * nothing out, while a moment later they do. Relative to the latency we impose, not to how
+       * fast the assembler appends.
+       */
+      const killWindow = async (appended: () => number) => {
+        kurrent.setAppendLatency(IN_FLIGHT_LATENCY_MS);
+        const switched = Date.now();
+        let before = appended();
+        await waitFor(
+          'an append sent under latency to land',
+          async () => {
+            await alive();
+            const now = appended();
+            if (Date.now() - switched <= IN_FLIGHT_LATENCY_MS) before = now;
+            else if (now > before) return true;
+            return false;
+          },
+          { timeoutMs: 60_000, intervalMs: 10 },
+        );
+        await new Promise((resolve) => setTimeout(resolve, IN_FLIGHT_LATENCY_MS / 3));
+      };
+
       let live: { stop(): Promise<number> } | null = null;
       cleanups.push(async () => void (await live?.stop()));
       try {
@@ -469,10 +495,10 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
           }
           // (A point the snapshot went past, which the pace should prevent, ends the wait too: the kill is then reported as a miss.)
           await waitForSnapshot(`the snapshot to reach ${point} ${target} (kill ${n})`, aimed);
-          kurrent.setAppendLatency(IN_FLIGHT_LATENCY_MS);
-          // Once an append sent under the latency lands, the next ones are on their way: kill then.
-          const before = view();
-          await waitForSnapshot('an append under latency to land', (v) => v.records + v.events > before.records + before.events);
+          await killWindow(() => {
+            const v = view();
+            return v.records + v.events;
+          });
           const atKill = view();
           const eventsAtKill = progress().events;
           await child!.kill('SIGKILL');
@@ -551,10 +577,7 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
 
           let record: KillRecord;
           if (kind === 'mid-append') {
-            kurrent.setAppendLatency(IN_FLIGHT_LATENCY_MS);
-            // Once an append that was sent under the latency lands, the next ones are on their way: kill then.
-            const before = progress().events;
-            await waitFor('an append under latency to land', async () => (await alive(), progress().events > before), { timeoutMs: 60_000, intervalMs: 10 });
+            await killWindow(() => progress().events);
             const eventsAtKill = progress().events;
             await child!.kill('SIGKILL');
             // Appends that were in flight land now, with no process left to hear about it.
