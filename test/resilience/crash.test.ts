@@ -1,24 +1,56 @@
-// Crash test: the assembler runs as a child process (`event-assembler run --config …`) while a
+// Crash test: the assembler runs as a child process (`event-assembler run --config …`) with
+// `snapshot.mode: 'initial'` over rows that exist before its first start, then while a
 // deterministic invoicing workload writes thousands of source transactions across four tables,
-// and is killed with SIGKILL at random points — some while appends are in flight (the in-memory
-// KurrentDB holds them with a per-append latency, so they land after the process died), some
-// between a durable append and the slot's acknowledgement (chosen when the destination holds a
-// commit the slot has not confirmed) — and restarted each time. At the end it drains, stops on
-// SIGTERM, and the verifier compares the destination with the reference slot: every expected
-// event exactly once, in source order per stream, nothing extra.
+// and is killed with SIGKILL at random points, restarted each time:
+//
+// - mid-snapshot: while the initial snapshot is unfinished, aimed by condition on the snapshot
+//   progress stream (`event-assembler.snapshot-<name>`) and on the InvoiceImported events present
+//   (the only events the snapshot makes): (1) in the first process's initial snapshot at the
+//   exported snapshot, some but not all invoices imported; (2) in a resumed (incremental)
+//   snapshot, further into the invoices; (3) in a resumed snapshot after the invoices, while
+//   invoice_line/payment are still being read (all InvoiceImported present, progress unfinished).
+//   Appends are kept in flight with a per-append latency in the in-memory KurrentDB, and a small
+//   latency is held while a mid-snapshot kill is pending, so a progress point cannot slip past
+//   between two polls however fast appends get. Each kill is checked to have landed in its
+//   window, and each next start to have resumed the same generation incrementally (its logged
+//   decision is `resume-snapshot`, generation 1; the progress record keeps generation, slot and
+//   consistent point; the tables unfinished at the first kill end with a `maxKey`, which only the
+//   incremental reader sets).
+// - mid-append: while appends are in flight (they land after the process died);
+// - unacknowledged: between a durable append and the slot's acknowledgement (chosen when the
+//   destination holds a commit the slot has not confirmed).
+//
+// At the end it drains, stops on SIGTERM, and the verifier compares the destination with a
+// reference: every expected event exactly once, in source order per stream, nothing extra.
+//
+// The reference, and why it stays exact: a reference slot is created WITH an exported snapshot
+// right before the assembler's first start (`createReferenceSlotWithSnapshot`); its snapshot,
+// mapped, gives the expected InvoiceImported events (`expectedBefore`), its stream everything
+// after. Nothing commits between the two slots, so both snapshots hold the same rows. But a
+// resumed snapshot reads the rest of the tables at a later state than the exported snapshot (and
+// reads rows inserted since, up to each table's key at resume time) — legitimately
+// (docs/snapshots.md), yet not predictably. So while the snapshot is unfinished the only writes
+// are registrations of NEW customers (their own id prefix, one per transaction): a customer row a
+// resumed snapshot reads makes no event (`customers` maps inserts, `invoice-import` maps invoice
+// reads only), and their CustomerRegistered comes from the stream, which the reference slot reads
+// too. Invoices, lines and payments — seeded rows included — are not touched until the progress
+// stream says the snapshot is finished; then the invoicing workload starts. Exact check, no
+// weakening; the resumed snapshot still runs against a live stream (watermark windows, stream
+// and snapshot appends in flight together).
 //
 // PostgreSQL and the in-memory KurrentDB run in this process, so they survive the kills.
 // Once with multi-stream append (one source transaction = one atomic append) and once without
 // it (the server does not serve it: per-stream appends, a transaction can be cut half-way).
 //
-// Scale: EA_CRASH_TRANSACTIONS (default 2,000 so that `npm test` stays within ~3 minutes on a
+// Scale: EA_CRASH_TRANSACTIONS (default 2,000 so that `npm test` stays within ~4 minutes on a
 // 2-core machine; the issue's full run is EA_CRASH_TRANSACTIONS=20000), EA_CRASH_KILLS (default
-// 10), EA_CRASH_SEED (default: time-based; printed, so a failing run can be repeated),
-// EA_CRASH_RATE (workload transactions per second, default 200 — about what the assembler
-// appends here, so kills fall while the source is still being written; 0 = unlimited).
-//
-// Not covered: kills mid-snapshot — the pipeline does not run snapshots yet (config
-// `snapshot.mode` accepts only 'never'; see SNAPSHOT_MODES_ACCEPTED).
+// 10), EA_CRASH_SNAPSHOT_KILLS (of those, mid-snapshot; default min(3, ⌈kills / 4⌉)),
+// EA_CRASH_SEED (default: time-based; printed, so a failing run can be repeated), EA_CRASH_RATE
+// (workload transactions per second, default 200 — about what the assembler appends here, so
+// kills fall while the source is still being written; 0 = unlimited). Seeded before the first
+// start: max(200, transactions / 4) customers with 0–3 invoices each (≈ 1.5 invoices, 2.6 lines,
+// 0.45 payments per customer), read in chunks of ≈ 1/20 of the invoices, so the snapshot takes
+// dozens of append rounds at any scale.
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
@@ -30,32 +62,67 @@ import { mappers } from '../../examples/invoicing/index.js';
 import { createInvoicingWorkload, createPrng, type WorkloadCounts } from '../../examples/invoicing/workload.js';
 import { formatLsn, parseLsn } from '../../src/source/position.js';
 import { captureRoleSql, setupCapture } from '../../src/source/setup.js';
+import type { SnapshotProgress } from '../../src/source/snapshot/index.js';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
-import { createReferenceSlot, formatDestinationReport, verifyDestination } from '../../src/testing/verify-destination.js';
+import { createReferenceSlotWithSnapshot, formatDestinationReport, verifyDestination } from '../../src/testing/verify-destination.js';
 import { REPO_ROOT, startAssemblerProcess, tailOf, waitFor, type AssemblerProcess } from './assembler-process.js';
 import { destinationProgress } from './destination-progress.js';
 
 const TRANSACTIONS = Number(process.env.EA_CRASH_TRANSACTIONS ?? 2_000);
 const KILLS = Number(process.env.EA_CRASH_KILLS ?? 10);
+const SNAPSHOT_KILLS = Math.max(0, Math.min(3, KILLS, Number(process.env.EA_CRASH_SNAPSHOT_KILLS ?? Math.min(3, Math.ceil(KILLS / 4)))));
 const SEED = Number(process.env.EA_CRASH_SEED ?? Date.now() % 2_147_483_647);
 const RATE = Number(process.env.EA_CRASH_RATE ?? 200) || 'unlimited';
-/** Per-append latency while a mid-append kill is being aimed: appends sit this long in the server. */
+/** Customers written before the assembler's first start (with their invoices, lines, payments): the initial snapshot's rows. */
+const SEED_CUSTOMERS = Math.max(200, Math.round(TRANSACTIONS / 4));
+/** New customers per second registered while the snapshot is unfinished (the only writes then; see the header). */
+const LIVE_CUSTOMER_RATE = 25;
+/** Per-append latency while a mid-append or mid-snapshot kill is being aimed: appends sit this long in the server. */
 const IN_FLIGHT_LATENCY_MS = 150;
+/** Per-append latency while a mid-snapshot kill is pending: bounds the snapshot's pace so no progress point is skipped between polls. */
+const AIM_LATENCY_MS = 10;
 /** The assembler is considered stuck when the destination gains nothing for this long. */
 const STALL_MS = 60_000;
 const TABLES = ['public.customer', 'public.invoice', 'public.invoice_line', 'public.payment'];
 const ASSEMBLER = 'crash';
 const PUBLICATION = 'crash_pub';
+const PROGRESS_STREAM = `event-assembler.snapshot-${ASSEMBLER}`;
+const GENERATION = '1';
 
-type KillKind = 'mid-append' | 'unacknowledged';
+type KillKind = 'mid-snapshot' | 'mid-append' | 'unacknowledged';
+/** Where a mid-snapshot kill aims (see the header). */
+type SnapshotPoint = 'initial-invoices' | 'resumed-invoices' | 'resumed-after-invoices';
+
+interface StartDecision {
+  readonly action: string;
+  readonly generation: string | null;
+  readonly code: string;
+}
+
+interface SnapshotKill {
+  readonly point: SnapshotPoint;
+  /** The start-up decision of the process that was killed (`initial-snapshot` or `resume-snapshot`). */
+  readonly killedProcess: string;
+  /** InvoiceImported events present when the kill was sent / once in-flight appends had landed; and in all. */
+  readonly importedAtKill: number;
+  readonly importedAfterKill: number;
+  readonly importedTotal: number;
+  /** Snapshot rows recorded as done (sum over tables) in the last progress record after the kill. */
+  readonly rowsRecorded: number;
+  /** The last progress record after the kill, per table: `table status rowsDone`. */
+  readonly progressAfterKill: string;
+  /** The start-up decision of the next process: must be `resume-snapshot` of the same generation. */
+  readonly nextStart: StartDecision;
+}
 
 interface KillRecord {
   readonly n: number;
   readonly kind: KillKind;
-  readonly targetEvents: number;
+  /** mid-append / unacknowledged: destination events waited for; mid-snapshot: InvoiceImported events or snapshot rows waited for. */
+  readonly target: number;
   readonly eventsAtKill: number;
-  /** mid-append: events that landed after the process was dead (its appends were in flight). */
+  /** Appends (events, and for mid-snapshot also progress records) that landed after the process was dead: they were in flight. */
   readonly landedAfterKill: number;
   /** The slot's confirmed_flush_lsn after the kill, and the highest commit LSN in the destination. */
   readonly confirmedFlushLsn: string;
@@ -64,20 +131,109 @@ interface KillRecord {
   readonly durableUnacknowledged: number;
   /** Whether the kill hit the window it aimed at. */
   readonly hit: boolean;
+  readonly snapshot?: SnapshotKill;
 }
 
-function rounds(count: number, random: () => number): { kinds: KillKind[]; targets: number[] } {
-  // Half of each kind (at least one of each when count >= 2), shuffled; targets spread over the run.
-  const kinds: KillKind[] = Array.from({ length: count }, (_, i) => (i % 2 === 0 ? 'mid-append' : 'unacknowledged'));
+interface KillPlan {
+  readonly snapshotPoints: SnapshotPoint[];
+  /** Fractions: of the invoices for the two invoice points, of the invoice_line + payment rows for the last. */
+  readonly snapshotFractions: Record<SnapshotPoint, number>;
+  readonly kinds: ('mid-append' | 'unacknowledged')[];
+  /** Destination events (beyond what the snapshot phase left) at which the streaming kills are aimed. */
+  readonly targets: number[];
+}
+
+function planKills(count: number, snapshotKills: number, random: () => number): KillPlan {
+  const snapshotPoints: SnapshotPoint[] = (
+    [[], ['initial-invoices'], ['initial-invoices', 'resumed-after-invoices'], ['initial-invoices', 'resumed-invoices', 'resumed-after-invoices']] as SnapshotPoint[][]
+  )[snapshotKills]!;
+  const snapshotFractions = { 'initial-invoices': 0.1 + random() * 0.3, 'resumed-invoices': 0.55 + random() * 0.25, 'resumed-after-invoices': 0.15 + random() * 0.6 };
+  // The rest: half of each kind (at least one of each when there are two), shuffled; targets spread over the run.
+  const streaming = count - snapshotKills;
+  const kinds = Array.from({ length: streaming }, (_, i) => (i % 2 === 0 ? 'mid-append' : 'unacknowledged') as 'mid-append' | 'unacknowledged');
   for (let i = kinds.length - 1; i > 0; i--) {
     const j = Math.floor(random() * (i + 1));
     [kinds[i], kinds[j]] = [kinds[j]!, kinds[i]!];
   }
-  const targets = Array.from({ length: count }, () => Math.floor(TRANSACTIONS * (0.03 + random() * 0.87))).sort((a, b) => a - b);
-  return { kinds, targets };
+  const targets = Array.from({ length: streaming }, () => Math.floor(TRANSACTIONS * (0.03 + random() * 0.87))).sort((a, b) => a - b);
+  return { snapshotPoints, snapshotFractions, kinds, targets };
 }
 
 const expectedEventCount = (counts: WorkloadCounts) => Object.values(counts.changeEvents).reduce((a, b) => a + b, 0);
+
+/** The snapshot phase as seen from the destination: progress records, the last one, InvoiceImported and all business events. */
+interface SnapshotView {
+  readonly records: number;
+  readonly last: SnapshotProgress | null;
+  readonly imported: number;
+  readonly events: number;
+}
+
+const decoder = new TextDecoder();
+
+function snapshotView(kurrent: InMemoryKurrentDB): SnapshotView {
+  const stored = kurrent.readStreamEvents(PROGRESS_STREAM);
+  const tail = stored[stored.length - 1];
+  const last = tail ? (JSON.parse(decoder.decode(tail.data)) as { progress: SnapshotProgress }).progress : null;
+  let imported = 0;
+  let events = 0;
+  for (const stream of kurrent.streamNames()) {
+    if (stream.startsWith('$') || stream.startsWith('event-assembler.')) continue;
+    const count = kurrent.readStreamEvents(stream).length;
+    events += count;
+    // Until the snapshot is finished nothing else touches invoices: an invoice stream holds its InvoiceImported only.
+    if (stream.startsWith('invoice-')) imported += count;
+  }
+  return { records: stored.length, last, imported, events };
+}
+
+function progressHistory(kurrent: InMemoryKurrentDB): SnapshotProgress[] {
+  return kurrent.readStreamEvents(PROGRESS_STREAM).map((e) => (JSON.parse(decoder.decode(e.data)) as { progress: SnapshotProgress }).progress);
+}
+
+const tableOf = (progress: SnapshotProgress | null, table: string) => progress?.tables.find((t) => t.table === table);
+const finished = (progress: SnapshotProgress | null) => progress !== null && progress.tables.every((t) => t.status === 'done');
+const rowsRecorded = (progress: SnapshotProgress | null) => (progress?.tables ?? []).reduce((sum, t) => sum + t.rowsDone, 0);
+/** The window of a mid-snapshot point is gone: the table is done (or the whole snapshot). */
+const passed = (v: SnapshotView, table: string) => tableOf(v.last, table)?.status === 'done' || finished(v.last);
+const formatProgress = (progress: SnapshotProgress | null) =>
+  progress ? progress.tables.map((t) => `${t.table.replace('public.', '')} ${t.status} ${t.rowsDone}`).join(', ') : '(none)';
+
+/**
+ * Registers new customers (ids `live_cus_…`), one per transaction, until stopped: the only writes
+ * while the snapshot is unfinished (see the header). Resolves `stop()` with how many committed.
+ */
+function startLiveCustomers(connection: string, ratePerSecond: number, random: () => number): { stop(): Promise<number> } {
+  const client = new pg.Client({ connectionString: connection, application_name: 'crash-live-customers' });
+  client.on('error', () => undefined);
+  let stopped = false;
+  let committed = 0;
+  const done = (async () => {
+    await client.connect();
+    try {
+      while (!stopped) {
+        const n = committed + 1;
+        await client.query('INSERT INTO customer (id, name, email, card_number, country) VALUES ($1, $2, $3, NULL, $4)', [
+          `live_cus_${String(n).padStart(6, '0')}`,
+          `Live Customer ${n}`,
+          `live.${n}@example.com`,
+          ['DE', 'FR', 'NL', 'SE'][Math.floor(random() * 4)],
+        ]);
+        committed = n;
+        await new Promise((resolve) => setTimeout(resolve, 1000 / ratePerSecond));
+      }
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await done;
+      return committed;
+    },
+  };
+}
 
 interface Scenario {
   readonly label: string;
@@ -91,7 +247,7 @@ const scenarios: Scenario[] = [
   { label: 'per-stream appends (server without multi-stream append)', multiStreamAppend: false, mode: 'auto', seed: SEED + 1 },
 ];
 
-describe('the assembler survives SIGKILL at random points (child process, invoicing workload)', () => {
+describe('the assembler survives SIGKILL at random points, mid-snapshot included (child process, invoicing workload)', () => {
   const server = inject('postgres');
   const cleanups: Array<() => Promise<void>> = [];
   let tmp: string;
@@ -99,7 +255,10 @@ describe('the assembler survives SIGKILL at random points (child process, invoic
   beforeAll(async () => {
     tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'event-assembler-crash-'));
     cleanups.push(() => fs.rm(tmp, { recursive: true, force: true }));
-    console.log(`crash test: seed ${SEED} (EA_CRASH_SEED=${SEED} repeats it), ${TRANSACTIONS} transactions, ${KILLS} kills per scenario`);
+    console.log(
+      `crash test: seed ${SEED} (EA_CRASH_SEED=${SEED} repeats it), ${TRANSACTIONS} transactions, ${KILLS} kills per scenario (${SNAPSHOT_KILLS} mid-snapshot), ` +
+        `${SEED_CUSTOMERS} seeded customers`,
+    );
   });
 
   afterAll(async () => {
@@ -116,7 +275,7 @@ describe('the assembler survives SIGKILL at random points (child process, invoic
       const dir = await fs.mkdtemp(path.join(tmp, scenario.multiStreamAppend ? 'multi-' : 'per-'));
       const logFile = path.join(dir, 'assembler.log');
 
-      // ── source: database, least-privilege capture role, publication, slot, reference slot ──
+      // ── source: database, least-privilege capture role, publication, existing rows, reference ──
       const db: TestDatabase = await createTestDatabase(server, 'crash');
       const role = `crash_${randomBytes(4).toString('hex')}`;
       const password = randomBytes(12).toString('hex');
@@ -132,12 +291,20 @@ describe('the assembler survives SIGKILL at random points (child process, invoic
 
       const workload = createInvoicingWorkload({ connection: db.connectionString, seed: scenario.seed, concurrency: 2, rate: RATE });
       cleanups.push(() => workload.close());
-      // Existing business state, written before capture starts: the workload acts on it.
-      await workload.seed(200);
-      const seeded = expectedEventCount(workload.counts());
-      const seedTransactions = workload.counts().transactions;
+      // Existing business state, written before the assembler's first start: the initial snapshot reads it, the workload acts on it.
+      await workload.seed(SEED_CUSTOMERS);
+      const seededCounts = workload.counts();
+      const seeded = expectedEventCount(seededCounts);
+      const seedTransactions = seededCounts.transactions;
+      const rows = seededCounts.seeded;
+      const chunkSize = Math.max(10, Math.floor(rows.invoices / 20));
       await setupCapture({ connection: db.connectionString, publication: PUBLICATION, slot: SLOT, tables: TABLES });
-      await createReferenceSlot(db.connectionString, REFERENCE);
+      // The initial snapshot creates its slot itself (with an exported snapshot); setup made one without.
+      await db.query('SELECT pg_drop_replication_slot($1)', [SLOT]);
+      // The reference: its own exported snapshot; nothing commits until the assembler's slot exists.
+      const reference = await createReferenceSlotWithSnapshot(db.connectionString, REFERENCE, { mappers, assembler: ASSEMBLER, generation: GENERATION, tables: TABLES });
+      const importedTotal = reference.expectedBefore.length;
+      expect(importedTotal).toBe(rows.invoices);
 
       // ── destination ──
       const kurrent: InMemoryKurrentDB = await startInMemoryKurrentDB({ features: { multiStreamAppend: scenario.multiStreamAppend } });
@@ -155,6 +322,7 @@ describe('the assembler survives SIGKILL at random points (child process, invoic
           `  destination: { connectionString: 'env:EA_CRASH_KURRENTDB_URL', mode: ${JSON.stringify(scenario.mode)}, retry: { initialDelayMs: 20, maxDelayMs: 500 } },`,
           `  mappers,`,
           `  contracts: { dir: ${JSON.stringify(path.join(REPO_ROOT, 'contracts/invoicing'))} },`,
+          `  snapshot: { mode: 'initial', chunkSize: ${chunkSize} },`,
           `});`,
           '',
         ].join('\n'),
@@ -162,24 +330,50 @@ describe('the assembler survives SIGKILL at random points (child process, invoic
       const env = { EA_CRASH_CAPTURE_URL: captureUrl, EA_CRASH_KURRENTDB_URL: kurrent.connectionString };
 
       let child: AssemblerProcess | null = null;
+      let logOffset = 0;
       cleanups.push(async () => {
         if (child?.running) await child.kill('SIGKILL');
       });
-      const start = async () => {
-        child = startAssemblerProcess(configFile, logFile, env);
-        await fs.appendFile(logFile, `\n──── test: started assembler pid ${child.pid} ────\n`);
-      };
+      /** Every process's start-up snapshot decision, in start order. */
+      const decisions: StartDecision[] = [];
       const alive = async () => {
         if (!child?.running) {
           const exit = child ? await child.exited : null;
           throw new Error(`the assembler exited on its own (code ${exit?.code}, signal ${exit?.signal})`);
         }
       };
+      /** Starts a process and waits for its logged start-up decision (`snapshot: decision`). */
+      const start = async (): Promise<StartDecision> => {
+        logOffset = await fs.stat(logFile).then((s) => s.size, () => 0);
+        child = startAssemblerProcess(configFile, logFile, env);
+        await fs.appendFile(logFile, `\n──── test: started assembler pid ${child.pid} ────\n`);
+        const decision = await waitFor(
+          `the start-up decision of the assembler (pid ${child.pid})`,
+          async () => {
+            await alive();
+            const text = (await fs.readFile(logFile)).subarray(logOffset).toString('utf8');
+            for (const line of text.split('\n')) {
+              if (!line.startsWith('{')) continue;
+              try {
+                const entry = JSON.parse(line) as Record<string, unknown>;
+                if (entry['msg'] === 'snapshot: decision') return { action: String(entry['action']), generation: (entry['generation'] as string | null) ?? null, code: String(entry['code']) };
+              } catch {
+                // a line cut by the kill: not a decision
+              }
+            }
+            return false;
+          },
+          { timeoutMs: STALL_MS, intervalMs: 20 },
+        );
+        decisions.push(decision);
+        return decision;
+      };
       const confirmedFlush = async (): Promise<bigint> => {
         const [row] = await db.query<{ lsn: string | null }>(`SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1`, [SLOT]);
         return row?.lsn ? parseLsn(row.lsn) : 0n;
       };
       const progress = () => destinationProgress(kurrent, ASSEMBLER);
+      const view = () => snapshotView(kurrent);
       /** Waits until the destination holds `target` events; fails when it stops growing for STALL_MS. */
       const waitForEvents = async (target: number, description: string) => {
         let seen = progress().events;
@@ -199,10 +393,25 @@ describe('the assembler survives SIGKILL at random points (child process, invoic
           { timeoutMs: 1_800_000, intervalMs: 25 },
         );
       };
+      /** Waits for a condition on the snapshot phase; fails when neither progress records nor events grow for STALL_MS. */
+      const waitForSnapshot = async <T>(description: string, check: (v: SnapshotView) => T | false) => {
+        let size = -1;
+        let lastGrowth = Date.now();
+        return waitFor(
+          description,
+          async () => {
+            await alive();
+            const v = view();
+            if (v.records + v.events !== size) [size, lastGrowth] = [v.records + v.events, Date.now()];
+            if (Date.now() - lastGrowth > STALL_MS) throw new Error(`stuck: ${description}, but nothing was appended for ${STALL_MS / 1000} s (progress: ${formatProgress(v.last)})`);
+            return check(v);
+          },
+          { timeoutMs: 1_800_000, intervalMs: 10 },
+        );
+      };
       /** Destination events whose receipt commit LSN is not covered by `confirmed` (a full scan, once per kill). */
       const unacknowledgedEvents = (confirmed: bigint): number => {
         let count = 0;
-        const decoder = new TextDecoder();
         for (const stream of kurrent.streamNames()) {
           if (stream.startsWith('$') || stream.startsWith('event-assembler.')) continue;
           for (const event of kurrent.readStreamEvents(stream)) {
@@ -214,27 +423,161 @@ describe('the assembler survives SIGKILL at random points (child process, invoic
         return count;
       };
 
+      /**
+       * Sets the in-flight latency and returns when appends are on the wire: an append sent under
+       * it has landed (growth seen a full latency after the switch, when everything sent before
+       * has landed) and a third of the latency has passed since — a lane's next append goes out
+       * in answer to a landing, so right at a landing, lanes that completed together may have
+       * nothing out, while a moment later they do. Relative to the latency we impose, not to how
+       * fast the assembler appends.
+       */
+      const killWindow = async (appended: () => number) => {
+        kurrent.setAppendLatency(IN_FLIGHT_LATENCY_MS);
+        const switched = Date.now();
+        let before = appended();
+        await waitFor(
+          'an append sent under latency to land',
+          async () => {
+            await alive();
+            const now = appended();
+            if (Date.now() - switched <= IN_FLIGHT_LATENCY_MS) before = now;
+            else if (now > before) return true;
+            return false;
+          },
+          { timeoutMs: 60_000, intervalMs: 10 },
+        );
+        await new Promise((resolve) => setTimeout(resolve, IN_FLIGHT_LATENCY_MS / 3));
+      };
+
+      let live: { stop(): Promise<number> } | null = null;
+      cleanups.push(async () => void (await live?.stop()));
       try {
-        // ── run: workload in the background, kills at the planned points ──
+        const plan = planKills(KILLS, SNAPSHOT_KILLS, random);
+        const kills: KillRecord[] = [];
+        const logKill = async (record: KillRecord) => {
+          kills.push(record);
+          console.log(`crash test [${scenario.label}]: kill ${record.n} ${JSON.stringify(record)}`);
+          await fs.appendFile(logFile, `\n──── test: kill ${record.n} (${record.kind}) ${JSON.stringify(record)} ────\n`);
+        };
+
+        // ── phase 1: the initial snapshot, killed mid-snapshot at the planned points ──
+        const phaseStarted = Date.now();
+        if (plan.snapshotPoints.length > 0) kurrent.setAppendLatency(AIM_LATENCY_MS);
+        let decision = await start();
+        expect(decision, 'the first start must take the initial snapshot').toMatchObject({ action: 'initial-snapshot', generation: GENERATION });
+        // The slot exists (with its consistent point) once the first progress record is there: only now may anything commit.
+        const firstRecord = await waitForSnapshot('the initial snapshot to record its start', (v) => v.last ?? false);
+        live = startLiveCustomers(db.connectionString, LIVE_CUSTOMER_RATE, createPrng(scenario.seed + 7));
+        let unfinishedAtFirstKill: string[] = [];
+        let previous = { imported: 0, rows: 0 };
+        for (const point of plan.snapshotPoints) {
+          const n = kills.length + 1;
+          const fraction = plan.snapshotFractions[point];
+          const recordsAtStart = view().records;
+          let target: number;
+          let aimed: (v: SnapshotView) => boolean;
+          if (point === 'initial-invoices') {
+            // Some, not all, invoices imported by the initial snapshot at the exported snapshot.
+            target = Math.max(1, Math.floor(importedTotal * fraction));
+            aimed = (v) => (tableOf(v.last, 'public.invoice')?.status === 'running' && v.imported >= target) || passed(v, 'public.invoice');
+          } else if (point === 'resumed-invoices') {
+            // Further into the invoices, read by a resumed (incremental) snapshot: at least two chunks of its own.
+            target = Math.max(Math.floor(importedTotal * fraction), previous.imported + 2 * chunkSize);
+            aimed = (v) => (v.records > recordsAtStart && v.imported >= target) || passed(v, 'public.invoice');
+          } else {
+            // Every invoice imported, invoice_line/payment still being read by a resumed snapshot.
+            const after = rows.lines + rows.payments;
+            target = Math.max(1, Math.floor(after * fraction));
+            aimed = (v) =>
+              (v.records > recordsAtStart && tableOf(v.last, 'public.invoice')?.status === 'done' &&
+                (tableOf(v.last, 'public.invoice_line')?.rowsDone ?? 0) + (tableOf(v.last, 'public.payment')?.rowsDone ?? 0) >= target) ||
+              finished(v.last);
+          }
+          // (A point the snapshot went past, which the pace should prevent, ends the wait too: the kill is then reported as a miss.)
+          await waitForSnapshot(`the snapshot to reach ${point} ${target} (kill ${n})`, aimed);
+          await killWindow(() => {
+            const v = view();
+            return v.records + v.events;
+          });
+          const atKill = view();
+          const eventsAtKill = progress().events;
+          await child!.kill('SIGKILL');
+          const landed = await waitFor(
+            'in-flight appends to land after the kill',
+            () => {
+              const v = view();
+              const more = v.records + v.events - atKill.records - atKill.events;
+              return more > 0 ? more : false;
+            },
+            { timeoutMs: 3 * IN_FLIGHT_LATENCY_MS + 200, intervalMs: 10 },
+          ).catch(() => 0);
+          kurrent.setAppendLatency(AIM_LATENCY_MS);
+          const after = view();
+          const confirmed = await confirmedFlush();
+          const killedProcess = decision.action;
+          if (point === 'initial-invoices') unfinishedAtFirstKill = (after.last?.tables ?? []).filter((t) => t.status !== 'done').map((t) => t.table);
+          const rowsAfter = rowsRecorded(after.last);
+          const inWindow =
+            !finished(after.last) &&
+            (point === 'initial-invoices'
+              ? killedProcess === 'initial-snapshot' && atKill.imported > 0 && after.imported < importedTotal
+              : point === 'resumed-invoices'
+                ? killedProcess === 'resume-snapshot' && atKill.imported > previous.imported && after.imported < importedTotal
+                : killedProcess === 'resume-snapshot' && after.imported === importedTotal && tableOf(after.last, 'public.invoice')?.status === 'done' && rowsAfter > previous.rows);
+          previous = { imported: after.imported, rows: rowsAfter };
+          // The next start must resume the same generation incrementally.
+          decision = await start();
+          await logKill({
+            n, kind: 'mid-snapshot', target, eventsAtKill, landedAfterKill: landed,
+            confirmedFlushLsn: formatLsn(confirmed), destinationCommitLsn: formatLsn(progress().maxCommitLsn),
+            durableUnacknowledged: unacknowledgedEvents(confirmed), hit: inWindow,
+            snapshot: {
+              point, killedProcess, importedAtKill: atKill.imported, importedAfterKill: after.imported, importedTotal,
+              rowsRecorded: rowsAfter, progressAfterKill: formatProgress(after.last), nextStart: decision,
+            },
+          });
+        }
+        kurrent.setAppendLatency(0);
+        await waitForSnapshot('the snapshot to finish', (v) => finished(v.last));
+        const liveCustomers = await live.stop();
+        live = null;
+        const snapshotPhaseMs = Date.now() - phaseStarted;
+        // Each invoice stream holds exactly its InvoiceImported (checked again, exactly, by the final verification).
+        const invoiceStreams = kurrent.streamNames().filter((s) => s.startsWith('invoice-'));
+        expect(invoiceStreams.length).toBe(importedTotal);
+        expect(invoiceStreams.filter((s) => kurrent.readStreamEvents(s).map((e) => e.type).join() !== 'InvoiceImported'), 'invoice streams after the snapshot').toEqual([]);
+
+        // The progress stream tells the story: one generation, one slot and consistent point, every row once.
+        const history = progressHistory(kurrent);
+        const final = history[history.length - 1]!;
+        expect([...new Set(history.map((p) => p.generation))], 'the snapshot generation changed').toEqual([GENERATION]);
+        expect([...new Set(history.map((p) => `${p.kind} ${p.slot} ${p.consistentPoint}`))], 'slot or consistent point changed').toEqual([`initial ${SLOT} ${firstRecord.consistentPoint}`]);
+        expect(final.tables.map((t) => [t.table, t.status, t.rowsDone])).toEqual([
+          ['public.customer', 'done', rows.customers],
+          ['public.invoice', 'done', rows.invoices],
+          ['public.invoice_line', 'done', rows.lines],
+          ['public.payment', 'done', rows.payments],
+        ]);
+        // Only the incremental reader records a table's maxKey: the tables left at the first kill were read by a resumed snapshot.
+        expect(final.tables.filter((t) => t.maxKey !== null).map((t) => t.table), 'tables read incrementally after the resume').toEqual(unfinishedAtFirstKill);
+
+        // ── phase 2: the workload, killed mid-append and between append and acknowledgement ──
+        const workloadStarted = Date.now();
+        const base = progress().events;
         const running = workload.run({ transactions: TRANSACTIONS });
         running.catch(() => undefined); // awaited below; a failure must not go unhandled meanwhile
-        const plan = rounds(KILLS, random);
-        const kills: KillRecord[] = [];
-        await start();
-        for (let n = 0; n < KILLS; n++) {
-          const kind = plan.kinds[n]!;
-          const target = plan.targets[n]!;
+        for (let i = 0; i < plan.kinds.length; i++) {
+          const n = kills.length + 1;
+          const kind = plan.kinds[i]!;
+          const target = base + plan.targets[i]!;
           // This process must be past start-up and appending before it is killed.
           const atStart = progress().events;
           await waitFor(`the assembler (pid ${child!.pid}) to append after its start`, async () => (await alive(), progress().events > atStart), { timeoutMs: STALL_MS, intervalMs: 25 });
-          await waitForEvents(target, `waiting for the destination to hold ${target} events (kill ${n + 1})`);
+          await waitForEvents(target, `waiting for the destination to hold ${target} events (kill ${n})`);
 
           let record: KillRecord;
           if (kind === 'mid-append') {
-            kurrent.setAppendLatency(IN_FLIGHT_LATENCY_MS);
-            // Once an append that was sent under the latency lands, the next ones are on their way: kill then.
-            const before = progress().events;
-            await waitFor('an append under latency to land', async () => (await alive(), progress().events > before), { timeoutMs: 60_000, intervalMs: 10 });
+            await killWindow(() => progress().events);
             const eventsAtKill = progress().events;
             await child!.kill('SIGKILL');
             // Appends that were in flight land now, with no process left to hear about it.
@@ -247,7 +590,7 @@ describe('the assembler survives SIGKILL at random points (child process, invoic
             const confirmed = await confirmedFlush();
             const dest = progress();
             record = {
-              n: n + 1, kind, targetEvents: target, eventsAtKill, landedAfterKill: landed,
+              n, kind, target, eventsAtKill, landedAfterKill: landed,
               confirmedFlushLsn: formatLsn(confirmed), destinationCommitLsn: formatLsn(dest.maxCommitLsn),
               durableUnacknowledged: unacknowledgedEvents(confirmed), hit: landed > 0,
             };
@@ -264,54 +607,72 @@ describe('the assembler survives SIGKILL at random points (child process, invoic
             const dest = progress();
             const unacknowledged = unacknowledgedEvents(confirmed);
             record = {
-              n: n + 1, kind, targetEvents: target, eventsAtKill, landedAfterKill: dest.events - eventsAtKill,
+              n, kind, target, eventsAtKill, landedAfterKill: dest.events - eventsAtKill,
               confirmedFlushLsn: formatLsn(confirmed), destinationCommitLsn: formatLsn(dest.maxCommitLsn),
               durableUnacknowledged: unacknowledged, hit: unacknowledged > 0,
             };
           }
-          kills.push(record);
-          console.log(`crash test [${scenario.label}]: kill ${record.n} ${JSON.stringify(record)}`);
-          await fs.appendFile(logFile, `\n──── test: kill ${record.n} (${kind}) ${JSON.stringify(record)} ────\n`);
-          await start();
+          await logKill(record);
+          decision = await start();
         }
 
         // ── drain: the workload finishes, the assembler catches up, then stops gracefully ──
         const counts = await running;
-        const expected = expectedEventCount(counts) - seeded;
+        const changeEvents = expectedEventCount(counts) - seeded;
+        const expected = importedTotal + liveCustomers + changeEvents;
         await waitForEvents(expected, `waiting for the destination to hold all ${expected} events`);
         const last = progress().maxCommitLsn;
         await waitFor('the slot to confirm the last commit', async () => (await alive(), (await confirmedFlush()) > last), { timeoutMs: 60_000, intervalMs: 50 });
         const exit = await child!.kill('SIGTERM');
         if (exit.code !== 0) throw new Error(`the assembler did not stop cleanly on SIGTERM (code ${exit.code}, signal ${exit.signal})`);
+        const workloadPhaseMs = Date.now() - workloadStarted;
 
         const report = await verifyDestination({
           source: { connection: db.connectionString, slot: REFERENCE, publication: PUBLICATION, tables: TABLES.map((table) => ({ table, needsOldValues: table === 'public.invoice' })) },
           destination: { connectionString: kurrent.connectionString },
           mappers,
           assembler: ASSEMBLER,
+          expectedBefore: reference.expectedBefore,
           timeoutMs: 300_000,
         });
 
         console.log(
           [
-            `crash test [${scenario.label}], seed ${scenario.seed}: ${counts.transactions - seedTransactions} source transactions (${JSON.stringify(counts.operations)})`,
-            ...kills.map(
-              (k) =>
-                `  kill ${k.n} ${k.kind.padEnd(14)} at ${k.eventsAtKill} events (target ${k.targetEvents}): ` +
-                `${k.kind === 'mid-append' ? `${k.landedAfterKill} events landed after the kill, ` : ''}` +
-                `${k.durableUnacknowledged} durable-but-unacknowledged events (slot ${k.confirmedFlushLsn}, destination ${k.destinationCommitLsn}) → ${k.hit ? 'hit' : 'missed'}`,
+            `crash test [${scenario.label}], seed ${scenario.seed}: ${rows.customers} customers, ${rows.invoices} invoices, ${rows.lines} lines, ${rows.payments} payments ` +
+              `seeded (snapshot chunks of ${chunkSize}); ${liveCustomers} customers registered during the snapshot; ` +
+              `${counts.transactions - seedTransactions} workload transactions (${JSON.stringify(counts.operations)})`,
+            `  snapshot phase ${(snapshotPhaseMs / 1000).toFixed(1)} s, workload phase ${(workloadPhaseMs / 1000).toFixed(1)} s; start-up decisions: ${decisions.map((d) => `${d.action}${d.generation ? ` (${d.generation})` : ''}`).join(', ')}`,
+            ...kills.map((k) =>
+              k.snapshot
+                ? `  kill ${k.n} ${k.kind.padEnd(14)} ${k.snapshot.point} in a ${k.snapshot.killedProcess} process, at ${k.snapshot.importedAtKill}/${k.snapshot.importedTotal} InvoiceImported ` +
+                  `(target ${k.target}): ${k.landedAfterKill} appends landed after the kill; progress ${k.snapshot.progressAfterKill}; next start ${k.snapshot.nextStart.action} ` +
+                  `(generation ${k.snapshot.nextStart.generation}) → ${k.hit ? 'hit' : 'missed'}`
+                : `  kill ${k.n} ${k.kind.padEnd(14)} at ${k.eventsAtKill} events (target ${k.target}): ` +
+                  `${k.kind === 'mid-append' ? `${k.landedAfterKill} events landed after the kill, ` : ''}` +
+                  `${k.durableUnacknowledged} durable-but-unacknowledged events (slot ${k.confirmedFlushLsn}, destination ${k.destinationCommitLsn}) → ${k.hit ? 'hit' : 'missed'}`,
             ),
             formatDestinationReport(report),
           ].join('\n'),
         );
 
-        expect(report.referenceTransactions).toBe(TRANSACTIONS);
+        expect(report.referenceTransactions).toBe(TRANSACTIONS + liveCustomers);
         expect(report.ok, formatDestinationReport(report, { maxListed: 10 })).toBe(true);
         expect(report.expectedEvents).toBe(expected);
+        expect(report.byType['InvoiceImported']).toEqual({ expected: importedTotal, actual: importedTotal });
         expect(kills).toHaveLength(KILLS);
-        // Every kind of kill must actually have hit its window at least once.
-        if (KILLS >= 2) {
-          expect(kills.some((k) => k.kind === 'mid-append' && k.hit), 'no mid-append kill left an append in flight').toBe(true);
+        // Every mid-snapshot kill must have hit its window, and the next start resumed the same generation.
+        const snapshotKills = kills.filter((k) => k.snapshot);
+        expect(snapshotKills.map((k) => k.snapshot!.point)).toEqual(plan.snapshotPoints);
+        for (const k of snapshotKills) {
+          expect(k.hit, `mid-snapshot kill ${k.n} (${k.snapshot!.point}) missed its window: ${JSON.stringify(k)}`).toBe(true);
+          expect(k.snapshot!.nextStart, `the start after kill ${k.n} did not resume the snapshot`).toMatchObject({ action: 'resume-snapshot', generation: GENERATION, code: 'SNAPSHOT_INTERRUPTED' });
+        }
+        if (snapshotKills.length > 0) expect(snapshotKills.some((k) => k.landedAfterKill > 0), 'no mid-snapshot kill left an append in flight').toBe(true);
+        // After the snapshot, every start just streams.
+        expect(decisions.slice(1 + snapshotKills.length).every((d) => d.action === 'stream'), JSON.stringify(decisions)).toBe(true);
+        // Every kind of streaming kill must actually have hit its window at least once.
+        if (plan.kinds.includes('mid-append')) expect(kills.some((k) => k.kind === 'mid-append' && k.hit), 'no mid-append kill left an append in flight').toBe(true);
+        if (plan.kinds.includes('unacknowledged')) {
           expect(kills.some((k) => k.kind === 'unacknowledged' && k.hit), 'no kill fell between a durable append and its acknowledgement').toBe(true);
         }
       } catch (error) {
