@@ -2,7 +2,8 @@
 import { createHash } from 'node:crypto';
 import { jsonEvent, type EventData } from '@kurrent/kurrentdb-client';
 import { SinkError } from './errors.js';
-import { RECEIPT_PREFIX, receiptToMetadata, type Receipt } from './receipt.js';
+import { RECEIPT_KEYS, RECEIPT_PREFIX, receiptToMetadata, type Receipt } from './receipt.js';
+import { encodeAppendRecordSized } from './v2-append.js';
 
 /** What the sink needs of an event (the mapping SDK's `EventToAppend` fits). */
 export interface EncodableEvent {
@@ -24,6 +25,8 @@ export interface PreparedEvent {
   /** The record's size as a multi-stream append counts it (data + properties + schema name). */
   readonly multiStreamSize: number;
   readonly eventData: EventData;
+  /** The v2 AppendRecord (multi-stream append), encoded on first use. */
+  readonly record: Buffer;
   /** The data as JSON, and the metadata with the receipt (what both append paths send). */
   readonly dataJson: string;
   readonly metadata: Readonly<Record<string, string>>;
@@ -56,7 +59,7 @@ export function multiStreamRecordSize(type: string, dataJson: string, metadata: 
  */
 class Prepared implements PreparedEvent {
   #size: number | undefined;
-  #multiStreamSize: number | undefined;
+  #encoded: { record: Buffer; size: number } | undefined;
   #eventData: EventData | undefined;
 
   constructor(
@@ -75,15 +78,17 @@ class Prepared implements PreparedEvent {
     return (this.#size ??= eventSizeOnDisk(this.type, this.dataJson, (this.#metadataJson ??= JSON.stringify(this.metadata))));
   }
 
+  /** The v2 AppendRecord of this event (multi-stream append), encoded once; its size as the server counts it comes with it. */
+  get record(): Buffer {
+    return this.#encode().record;
+  }
+
   get multiStreamSize(): number {
-    if (this.#multiStreamSize === undefined) {
-      // multiStreamRecordSize without copying the metadata: its JSON with the two `$schema.*` keys appended.
-      const json = (this.#metadataJson ??= JSON.stringify(this.metadata));
-      const extra = `"$schema.name":${JSON.stringify(this.type)},"$schema.format":"Json"`;
-      const properties = Buffer.byteLength(json, 'utf8') + Buffer.byteLength(extra, 'utf8') + (json.length > 2 ? 1 : 0);
-      this.#multiStreamSize = Buffer.byteLength(this.dataJson, 'utf8') + properties + Buffer.byteLength(this.type, 'utf8');
-    }
-    return this.#multiStreamSize;
+    return this.#encode().size;
+  }
+
+  #encode(): { record: Buffer; size: number } {
+    return (this.#encoded ??= encodeAppendRecordSized(this.id, this.type, Buffer.from(this.dataJson, 'utf8'), this.metadata));
   }
 
   get eventData(): EventData {
@@ -95,7 +100,7 @@ class Prepared implements PreparedEvent {
  * Encodes one event: data as JSON (`application/json`), metadata as the flat string map plus the
  * receipt keys — flat and string-valued, so the same event can go through multi-stream append.
  */
-export function prepareEvent(event: EncodableEvent, receipt: Receipt): PreparedEvent {
+export function prepareEvent(event: EncodableEvent, receipt: Receipt, unitReceiptMetadata?: Readonly<Record<string, string>>): PreparedEvent {
   const invalid = (why: string, extra: Record<string, unknown> = {}): SinkError =>
     new SinkError('SINK_INVALID_EVENT', `event ${event.type} (${event.id}) for stream "${event.stream}" ${why}`, {
       stream: event.stream,
@@ -114,7 +119,12 @@ export function prepareEvent(event: EncodableEvent, receipt: Receipt): PreparedE
     if (key.startsWith(RECEIPT_PREFIX)) throw invalid(`brings its own metadata "${key}"; the "${RECEIPT_PREFIX}" keys belong to the sink`, { key });
     metadata[key] = value;
   }
-  Object.assign(metadata, receiptToMetadata(receipt));
+  if (unitReceiptMetadata) {
+    // The unit's part is the same for all its events (receiptUnitMetadata), computed once by the caller.
+    Object.assign(metadata, unitReceiptMetadata);
+    metadata[RECEIPT_KEYS.ordinal] = String(receipt.ordinal);
+    metadata[RECEIPT_KEYS.count] = String(receipt.count);
+  } else Object.assign(metadata, receiptToMetadata(receipt));
   let dataJson: string | undefined;
   try {
     dataJson = JSON.stringify(event.data);

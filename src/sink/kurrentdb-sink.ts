@@ -21,10 +21,10 @@ import { BACKWARDS, END, KurrentDBClient, NO_STREAM, type AppendStreamRequest } 
 import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_grpc_pb.js';
 import { formatLsn, isLsn, parseLsn } from '../source/position.js';
 import { prepareEvent, splitBySize, uuidv5, type PreparedEvent } from './encoding.js';
-import { appendEncoded, encodeAppendRecord, supportsEncodedAppend } from './v2-append.js';
+import { appendEncoded, supportsEncodedAppend } from './v2-append.js';
 import { OversizedEventError, SinkError, StreamConflictError, type StreamConflictDetails } from './errors.js';
 import type { AppendOutcome, KurrentDBSink, SinkBatch, SinkEvent, SinkMode, SinkPosition, SinkStatus, StreamAppendOutcome } from './index.js';
-import { compareReceipts, compareUnits, receiptAt, receiptsComparable, receiptToMetadata, receiptFromMetadata, type Receipt, type ReceiptUnit } from './receipt.js';
+import { compareReceipts, compareUnits, receiptAt, receiptUnitMetadata, receiptsComparable, receiptToMetadata, receiptFromMetadata, type Receipt, type ReceiptUnit } from './receipt.js';
 import { backoffDelay, DEFAULT_RETRY, isTransientError, type RetryPolicy } from './retry.js';
 
 export const DEFAULT_TIMEOUT_MS = 30_000;
@@ -275,12 +275,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   const client = KurrentDBClient.connectionString(config.connectionString);
   /** Multi-stream appends with records encoded once, by hand (v2-append.ts); else the client's own. */
   const encoded = supportsEncodedAppend(client);
-  const records = new WeakMap<PreparedEvent, Buffer>();
-  const recordOf = (event: PreparedEvent): Buffer => {
-    let record = records.get(event);
-    if (!record) records.set(event, (record = encodeAppendRecord(event.id, event.type, Buffer.from(event.dataJson, 'utf8'), event.metadata)));
-    return record;
-  };
+  const recordOf = (event: PreparedEvent): Buffer => event.record;
   let reader = KurrentDBClient.connectionString(config.connectionString);
   let readerSuspect = false;
   // Optimistic first touch (no tail read): a stream not in the cache is appended to with
@@ -841,11 +836,12 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
         else own.set(event.stream, [event]);
       }
       const prepared: PreparedEvent[] = [];
+      const unitMetadata = receiptUnitMetadata(unit);
       for (const [stream, events] of own) {
         let merged = byStream.get(stream);
         if (!merged) byStream.set(stream, (merged = []));
         events.forEach((event, ordinal) => {
-          const p = prepareEvent(event, receiptAt(unit, ordinal, events.length));
+          const p = prepareEvent(event, receiptAt(unit, ordinal, events.length), unitMetadata);
           merged.push(p);
           prepared.push(p);
         });

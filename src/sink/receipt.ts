@@ -135,6 +135,14 @@ export function compareReceipts(a: Receipt, b: Receipt): number {
 
 /** The receipt as flat, string-valued event metadata. */
 export function receiptToMetadata(receipt: Receipt): Record<string, string> {
+  const metadata = receiptUnitMetadata(receipt);
+  metadata[RECEIPT_KEYS.ordinal] = String(receipt.ordinal);
+  metadata[RECEIPT_KEYS.count] = String(receipt.count);
+  return metadata;
+}
+
+/** The unit's part of the receipt metadata (all but ordinal and count): the same for every event of a unit. */
+export function receiptUnitMetadata(receipt: ReceiptUnit): Record<string, string> {
   const k = RECEIPT_KEYS;
   const metadata: Record<string, string> = { [k.assembler]: receipt.assembler, [k.kind]: receipt.kind };
   if (receipt.source !== undefined) metadata[k.source] = receipt.source;
@@ -148,8 +156,6 @@ export function receiptToMetadata(receipt: Receipt): Record<string, string> {
     metadata[k.table] = receipt.table;
     metadata[k.key] = receipt.key;
   }
-  metadata[k.ordinal] = String(receipt.ordinal);
-  metadata[k.count] = String(receipt.count);
   return metadata;
 }
 

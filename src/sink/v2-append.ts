@@ -59,16 +59,38 @@ const fieldSize = (length: number): number => 1 + varintSize(length) + length;
  * type as the schema name. The buffer is what goes into field 2 of an AppendRequest.
  */
 export function encodeAppendRecord(id: string, type: string, data: Buffer, properties: Readonly<Record<string, string>>): Buffer {
+  return encodeAppendRecordSized(id, type, data, properties).record;
+}
+
+/** Characters JSON.stringify writes as more than their UTF-8 bytes (escapes; lone surrogates). */
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/** Bytes of `JSON.stringify(s)` given `s`'s UTF-8 byte length (the common case without escapes is computed, not serialized). */
+function jsonStringBytes(s: string, utf8Bytes: number): number {
+  return NEEDS_ESCAPE.test(s) ? Buffer.byteLength(JSON.stringify(s), 'utf8') : utf8Bytes + 2;
+}
+
+/**
+ * The record, and the size a multi-stream append counts for it: data + properties as the JSON
+ * object the server stores (with `$schema.name` and `$schema.format` added) + schema name —
+ * `multiStreamRecordSize` in encoding.ts, computed here from the byte lengths the encoding needs
+ * anyway instead of serializing the properties once more.
+ */
+export function encodeAppendRecordSized(id: string, type: string, data: Buffer, properties: Readonly<Record<string, string>>): { record: Buffer; size: number } {
   const idLength = Buffer.byteLength(id, 'utf8');
   const typeLength = Buffer.byteLength(type, 'utf8');
   const entries: [number, number][] = [];
   let size = fieldSize(idLength);
   const keys = Object.keys(properties);
+  // `{` + `"$schema.name":<type>,"$schema.format":"Json"` + `}`, and per property `"k":"v",`.
+  let json = 2 + 15 + jsonStringBytes(type, typeLength) + 1 + 17 + 6;
   for (const key of keys) {
+    const value = properties[key]!;
     const k = Buffer.byteLength(key, 'utf8');
-    const v = Buffer.byteLength(properties[key]!, 'utf8');
+    const v = Buffer.byteLength(value, 'utf8');
     entries.push([k, v]);
     size += fieldSize(fieldSize(k) + fieldSize(fieldSize(v)));
+    json += jsonStringBytes(key, k) + 1 + jsonStringBytes(value, v) + 1;
   }
   const schemaLength = 2 + fieldSize(typeLength);
   size += fieldSize(schemaLength) + fieldSize(data.length);
@@ -94,7 +116,7 @@ export function encodeAppendRecord(id: string, type: string, data: Buffer, prope
   o = lenField(buffer, o, 4, data.length);
   o += data.copy(buffer, o);
   if (o !== size) throw new Error(`encodeAppendRecord: wrote ${o} of ${size} bytes`);
-  return buffer;
+  return { record: buffer, size: data.length + json + typeLength };
 }
 
 export type WireExpectedState = bigint | 'no_stream' | 'any' | 'stream_exists';

@@ -1,0 +1,44 @@
+// The hand-written multi-stream record encoding: decoded by google-protobuf (the client's own
+// generated classes) to the same record, and its size equal to what a multi-stream append counts.
+import { describe, expect, it } from 'vitest';
+import v2StreamsPb from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_pb.js';
+import { multiStreamRecordSize } from '../../src/sink/encoding.js';
+import { encodeAppendRecordSized, encodeAppendRequest } from '../../src/sink/v2-append.js';
+
+describe('v2 AppendRequest encoding', () => {
+  const samples: Record<string, string>[] = [
+    {},
+    { a: 'b' },
+    { 'source.commitLsn': '0/1A2B3C', contract: 'InvoiceIssued@2', 'receipt.ordinal': '0' },
+    { 'quote"key': 'back\\slash', ctl: 'tab\there\u0001', 'ünï': 'cödé 日本 🙂', lone: 'x\ud800y', long: 'x'.repeat(300) },
+  ];
+
+  it('round-trips through the generated protobuf classes and counts the size a multi-stream append counts', () => {
+    for (const [i, properties] of samples.entries()) {
+      const type = i === 3 ? 'Tÿpe"1' : 'InvoiceIssued';
+      const data = Buffer.from(JSON.stringify({ n: i, text: 'ü'.repeat(i * 50) }), 'utf8');
+      const id = `6f1c8e2a-3b7d-4c59-9a0e-5d2b8f4c1e7${i}`;
+      const { record, size } = encodeAppendRecordSized(id, type, data, properties);
+      expect(size).toBe(multiStreamRecordSize(type, data.toString('utf8'), properties));
+      for (const expected of [5n, 'no_stream', 'any', 'stream_exists', 123456789012n] as const) {
+        const bytes = encodeAppendRequest(`invoice-${i}`, expected, [record, record]);
+        const request = v2StreamsPb.AppendRequest.deserializeBinary(bytes);
+        expect(request.getStream()).toBe(`invoice-${i}`);
+        const revision = BigInt(request.getExpectedRevision()!);
+        expect(revision).toBe(typeof expected === 'bigint' ? expected : expected === 'no_stream' ? -1n : expected === 'any' ? -2n : -4n);
+        const records = request.getRecordsList();
+        expect(records).toHaveLength(2);
+        const r = records[0]!;
+        expect(r.getRecordId()).toBe(id);
+        expect(r.getSchema()?.getName()).toBe(type);
+        expect(r.getSchema()?.getFormat()).toBe(v2StreamsPb.SchemaFormat.SCHEMA_FORMAT_JSON);
+        expect(Buffer.from(r.getData_asU8()).equals(data)).toBe(true);
+        const props: Record<string, unknown> = {};
+        r.getPropertiesMap().forEach((value, key) => (props[key] = value.getStringValue()));
+        // As UTF-8 carries them (a lone surrogate becomes U+FFFD on any UTF-8 wire).
+        const utf8 = (t: string) => Buffer.from(t, 'utf8').toString('utf8');
+        expect(props).toEqual(Object.fromEntries(Object.entries(properties).map(([k, v]) => [utf8(k), utf8(v)])));
+      }
+    }
+  });
+});
