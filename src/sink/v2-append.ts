@@ -63,6 +63,7 @@ export function encodeAppendRecord(id: string, type: string, data: Buffer, prope
 }
 
 /** Characters JSON.stringify writes as more than their UTF-8 bytes (escapes; lone surrogates). */
+// eslint-disable-next-line no-control-regex -- control characters are exactly what JSON escapes
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
 /** Bytes of `JSON.stringify(s)` given `s`'s UTF-8 byte length (the common case without escapes is computed, not serialized). */

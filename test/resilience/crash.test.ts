@@ -36,7 +36,11 @@
 // too. Invoices, lines and payments — seeded rows included — are not touched until the progress
 // stream says the snapshot is finished; then the invoicing workload starts. Exact check, no
 // weakening; the resumed snapshot still runs against a live stream (watermark windows, stream
-// and snapshot appends in flight together).
+// and snapshot appends in flight together). During the workload's kills, new customers keep
+// registering too (`kick_cus_…`): the assembler (group commit) keeps up with the workload, so
+// without them a kill aimed near its end would find nothing in flight.
+// One multi-stream append may carry several source transactions (group commit; each still lands
+// whole); "one source transaction = one atomic append" below means at least that.
 //
 // PostgreSQL and the in-memory KurrentDB run in this process, so they survive the kills.
 // Once with multi-stream append (one source transaction = one atomic append) and once without
@@ -203,7 +207,7 @@ const formatProgress = (progress: SnapshotProgress | null) =>
  * Registers new customers (ids `live_cus_…`), one per transaction, until stopped: the only writes
  * while the snapshot is unfinished (see the header). Resolves `stop()` with how many committed.
  */
-function startLiveCustomers(connection: string, ratePerSecond: number, random: () => number): { stop(): Promise<number> } {
+function startLiveCustomers(connection: string, ratePerSecond: number, random: () => number, prefix = 'live_cus_'): { stop(): Promise<number> } {
   const client = new pg.Client({ connectionString: connection, application_name: 'crash-live-customers' });
   client.on('error', () => undefined);
   let stopped = false;
@@ -214,7 +218,7 @@ function startLiveCustomers(connection: string, ratePerSecond: number, random: (
       while (!stopped) {
         const n = committed + 1;
         await client.query('INSERT INTO customer (id, name, email, card_number, country) VALUES ($1, $2, $3, NULL, $4)', [
-          `live_cus_${String(n).padStart(6, '0')}`,
+          `${prefix}${String(n).padStart(6, '0')}`,
           `Live Customer ${n}`,
           `live.${n}@example.com`,
           ['DE', 'FR', 'NL', 'SE'][Math.floor(random() * 4)],
@@ -566,6 +570,10 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
         const base = progress().events;
         const running = workload.run({ transactions: TRANSACTIONS });
         running.catch(() => undefined); // awaited below; a failure must not go unhandled meanwhile
+        // New customers keep coming until the last kill: with group commit the assembler keeps up
+        // with the workload, so near its end nothing else would be in flight to aim a kill at.
+        let kicker: { stop(): Promise<number> } | null = startLiveCustomers(db.connectionString, LIVE_CUSTOMER_RATE, createPrng(scenario.seed + 11), 'kick_cus_');
+        cleanups.push(async () => void (await kicker?.stop()));
         for (let i = 0; i < plan.kinds.length; i++) {
           const n = kills.length + 1;
           const kind = plan.kinds[i]!;
@@ -617,9 +625,11 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
         }
 
         // ── drain: the workload finishes, the assembler catches up, then stops gracefully ──
+        const kickCustomers = await kicker.stop();
+        kicker = null;
         const counts = await running;
         const changeEvents = expectedEventCount(counts) - seeded;
-        const expected = importedTotal + liveCustomers + changeEvents;
+        const expected = importedTotal + liveCustomers + kickCustomers + changeEvents;
         await waitForEvents(expected, `waiting for the destination to hold all ${expected} events`);
         const last = progress().maxCommitLsn;
         await waitFor('the slot to confirm the last commit', async () => (await alive(), (await confirmedFlush()) > last), { timeoutMs: 60_000, intervalMs: 50 });
@@ -639,7 +649,7 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
         console.log(
           [
             `crash test [${scenario.label}], seed ${scenario.seed}: ${rows.customers} customers, ${rows.invoices} invoices, ${rows.lines} lines, ${rows.payments} payments ` +
-              `seeded (snapshot chunks of ${chunkSize}); ${liveCustomers} customers registered during the snapshot; ` +
+              `seeded (snapshot chunks of ${chunkSize}); ${liveCustomers} customers registered during the snapshot, ${kickCustomers} during the kills; ` +
               `${counts.transactions - seedTransactions} workload transactions (${JSON.stringify(counts.operations)})`,
             `  snapshot phase ${(snapshotPhaseMs / 1000).toFixed(1)} s, workload phase ${(workloadPhaseMs / 1000).toFixed(1)} s; start-up decisions: ${decisions.map((d) => `${d.action}${d.generation ? ` (${d.generation})` : ''}`).join(', ')}`,
             ...kills.map((k) =>
@@ -655,7 +665,7 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
           ].join('\n'),
         );
 
-        expect(report.referenceTransactions).toBe(TRANSACTIONS + liveCustomers);
+        expect(report.referenceTransactions).toBe(TRANSACTIONS + liveCustomers + kickCustomers);
         expect(report.ok, formatDestinationReport(report, { maxListed: 10 })).toBe(true);
         expect(report.expectedEvents).toBe(expected);
         expect(report.byType['InvoiceImported']).toEqual({ expected: importedTotal, actual: importedTotal });
