@@ -1,13 +1,13 @@
 // Acknowledgements against PostgreSQL 17: the slot's confirmed_flush_lsn follows the
 // durable position only; unacknowledged transactions come back after a restart, acknowledged
 // ones never do; an idle (filtered) slot does not pin WAL.
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { createPostgresSource, type PostgresSource, type PostgresSourceOptions } from '../../src/source/index.js';
 import { compareLsn, lsnDistance } from '../../src/source/position.js';
 import { setupCapture } from '../../src/source/setup.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
 import { collectTransactions, insertedIds } from '../support/collect-transactions.js';
+import { dropRole } from '../support/roles.js';
 
 const ids = insertedIds;
 
@@ -69,11 +69,7 @@ describe('capture acknowledgements (PostgreSQL 17, least-privilege role)', () =>
   afterAll(async () => {
     for (const s of sources) await s.close();
     await db?.drop();
-    const server = inject('postgres');
-    const admin = new pg.Client({ host: server.host, port: server.port, user: server.superuser, password: server.password, database: 'postgres' });
-    await admin.connect();
-    await admin.query(`DROP ROLE IF EXISTS ${role}`);
-    await admin.end();
+    await dropRole(role);
   });
 
   it('re-delivers every unacknowledged transaction after a restart, and nothing acknowledged', async () => {

@@ -1,6 +1,5 @@
 // Start-up checks, setup and the capture role: bad configuration fails before streaming,
 // naming the table (or slot, publication, option) and the exact fix.
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { buildProgram } from '../../src/cli/main.js';
 import { SourceCheckError, SourceChecksFailedError } from '../../src/source/checks.js';
@@ -9,6 +8,7 @@ import { compareLsn, decodeCheckpoint, encodeCheckpoint, formatLsn, parseLsn } f
 import { backoffDelay, standbyStatusUpdate } from '../../src/source/replication.js';
 import { captureRoleSql, setupCapture } from '../../src/source/setup.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
+import { dropRole } from '../support/roles.js';
 
 describe('capture start-up checks and setup (PostgreSQL 17)', () => {
   let db: TestDatabase;
@@ -54,11 +54,7 @@ describe('capture start-up checks and setup (PostgreSQL 17)', () => {
 
   afterAll(async () => {
     await db?.drop();
-    const server = inject('postgres');
-    const admin = new pg.Client({ host: server.host, port: server.port, user: server.superuser, password: server.password, database: 'postgres' });
-    await admin.connect();
-    await admin.query(`DROP ROLE IF EXISTS ${role}`);
-    await admin.end();
+    await dropRole(role);
   });
 
   it('the printed capture role is least-privilege: LOGIN REPLICATION, no superuser, SELECT only', async () => {

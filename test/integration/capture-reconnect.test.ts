@@ -9,6 +9,7 @@ import { setupCapture } from '../../src/source/setup.js';
 import type { InsertChange } from '../../src/source/types.js';
 import { createTestDatabase, startEmbeddedPostgres, type EmbeddedPostgres, type TestDatabase } from '../../src/testing/postgres.js';
 import { collectTransactions, insertedIds } from '../support/collect-transactions.js';
+import { dropRole } from '../support/roles.js';
 
 const backoff = { initialMs: 50, maxMs: 1_000, multiplier: 2, jitter: 0.5 };
 
@@ -34,11 +35,7 @@ describe('capture reconnects (PostgreSQL 17)', () => {
     afterAll(async () => {
       for (const s of sources.splice(0)) await s.close();
       await db?.drop();
-      const server = inject('postgres');
-      const admin = new pg.Client({ host: server.host, port: server.port, user: server.superuser, password: server.password, database: 'postgres' });
-      await admin.connect();
-      await admin.query(`DROP ROLE IF EXISTS ${role}`);
-      await admin.end();
+      await dropRole(role);
     });
 
     it('reconnects and delivers every unacknowledged transaction exactly once', async () => {
@@ -102,11 +99,7 @@ describe('capture reconnects (PostgreSQL 17)', () => {
     afterAll(async () => {
       for (const s of sources.splice(0)) await s.close();
       await db?.drop();
-      const server = inject('postgres');
-      const admin = new pg.Client({ host: server.host, port: server.port, user: server.superuser, password: server.password, database: 'postgres' });
-      await admin.connect();
-      await admin.query(`DROP ROLE IF EXISTS ${role}`);
-      await admin.end();
+      await dropRole(role);
     });
 
     it('drops the half-received transaction and takes it whole from the re-sent stream', async () => {

@@ -8,6 +8,7 @@ import { setupCapture } from '../../src/source/setup.js';
 import { isUnchangedToast, type Change, type InsertChange, type Row, type UpdateChange } from '../../src/source/types.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
 import { collectTransactions, type Received } from '../support/collect-transactions.js';
+import { dropRole } from '../support/roles.js';
 
 type Written = InsertChange | UpdateChange;
 /** Inserts and updates (the changes with an `after` row). */
@@ -53,11 +54,7 @@ describe('capture stream (PostgreSQL 17, least-privilege role)', () => {
   afterAll(async () => {
     for (const s of sources) await s.close();
     await db?.drop();
-    const server = inject('postgres');
-    const admin = new pg.Client({ host: server.host, port: server.port, user: server.superuser, password: server.password, database: 'postgres' });
-    await admin.connect();
-    await admin.query(`DROP ROLE IF EXISTS ${role}`);
-    await admin.end();
+    await dropRole(role);
   });
 
   it('delivers inserts, updates (with key changes), deletes, truncate and transactional messages as whole transactions in commit order', async () => {

@@ -4,15 +4,14 @@
 // it to the end. A request made while the assembler is down is picked up when it runs, and an
 // assembler killed with SIGKILL mid-snapshot resumes it (same generation, every event once).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAssembler, type Assembler } from '../../src/pipeline/index.js';
 import { findRequestedProgress } from '../../src/pipeline/snapshot-store.js';
 import { encodeSnapshotRequest, newSnapshotRequest, SNAPSHOT_REQUEST_PREFIX } from '../../src/source/snapshot/index.js';
-import { createPipelineRig, workload, type PipelineRig } from './pipeline-rig.js';
+import { createPipelineRig, rigEnv, writeRigConfig, workload, type PipelineRig } from './pipeline-rig.js';
 
 interface StoredProgress {
   readonly progress: { generation: string; kind: string; request?: { id: string; lsn: string } | null; tables: { table: string; status: string; chunksDone: number; rowsDone: number }[] };
@@ -35,29 +34,12 @@ async function seed(rig: PipelineRig, n: number, prefix: string): Promise<void> 
 }
 
 function writeConfig(dir: string, rig: PipelineRig, name: string, chunkSize: number): string {
-  const src = (path: string) => pathToFileURL(join(process.cwd(), path)).href;
-  writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
-  const file = join(dir, `${name}.config.ts`);
-  writeFileSync(
-    file,
-    `import { defineConfig } from '${src('src/config/index.ts')}';
-import { mappers } from '${src('examples/invoicing/index.ts')}';
-export default defineConfig({
-  name: '${name}',
-  source: { connection: process.env.EA_ADHOC_CAPTURE_URL, slot: '${rig.slots[0]}', publication: '${rig.publication}', statusIntervalMs: 500 },
-  destination: { connectionString: process.env.EA_ADHOC_KURRENTDB_URL },
-  mappers,
-  contracts: { dir: '${join(process.cwd(), 'contracts/invoicing')}' },
-  snapshot: { mode: 'never', chunkSize: ${chunkSize} },
-});
-`,
-  );
-  return file;
+  return writeRigConfig(dir, rig, { name, envPrefix: 'EA_ADHOC', statusIntervalMs: 500, snapshot: `{ mode: 'never', chunkSize: ${chunkSize} }` });
 }
 
 function cli(rig: PipelineRig, args: string[]) {
   const child = spawn(process.execPath, ['bin/event-assembler.js', ...args], {
-    env: { ...process.env, EA_ADHOC_CAPTURE_URL: rig.captureUrl, EA_ADHOC_KURRENTDB_URL: rig.kdb.connectionString },
+    env: { ...process.env, ...rigEnv(rig, 'EA_ADHOC') },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

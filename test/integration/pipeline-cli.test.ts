@@ -2,12 +2,11 @@
 // variables; SIGTERM stops it gracefully — drained, acknowledged, exit code 0 — and no log line
 // shows a password.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createPipelineRig, workload, type PipelineRig } from './pipeline-rig.js';
+import { createPipelineRig, rigEnv, writeRigConfig, workload, type PipelineRig } from './pipeline-rig.js';
 
 describe('event-assembler run (CLI)', () => {
   let rig: PipelineRig;
@@ -22,24 +21,9 @@ describe('event-assembler run (CLI)', () => {
   });
 
   it('runs from a TypeScript config and stops gracefully on SIGTERM with exit code 0', async () => {
-    const src = (path: string) => pathToFileURL(join(process.cwd(), path)).href;
-    writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
-    const file = join(dir, 'assembler.config.ts');
-    writeFileSync(
-      file,
-      `import { defineConfig } from '${src('src/config/index.ts')}';
-import { mappers } from '${src('examples/invoicing/index.ts')}';
-export default defineConfig({
-  name: 'cli',
-  source: { connection: 'env:EA_CLI_CAPTURE_URL', slot: '${rig.slots[0]}', publication: '${rig.publication}', statusIntervalMs: 500 },
-  destination: { connectionString: 'env:EA_CLI_KURRENTDB_URL' },
-  mappers,
-  contracts: { dir: '${join(process.cwd(), 'contracts/invoicing')}' },
-});
-`,
-    );
+    const file = writeRigConfig(dir, rig, { name: 'cli', file: 'assembler.config.ts', envPrefix: 'EA_CLI', connections: 'env-reference', statusIntervalMs: 500 });
     const child = spawn(process.execPath, ['bin/event-assembler.js', 'run', '--config', file], {
-      env: { ...process.env, EA_CLI_CAPTURE_URL: rig.captureUrl, EA_CLI_KURRENTDB_URL: rig.kdb.connectionString },
+      env: { ...process.env, ...rigEnv(rig, 'EA_CLI') },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';

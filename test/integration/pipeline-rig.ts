@@ -1,7 +1,9 @@
 // Shared rig of the pipeline tests: a database with the invoicing schema, a least-privilege
 // capture role, publication and slot(s), an in-memory KurrentDB, the invoicing workload, and
 // readers for what landed in KurrentDB and in pg_replication_slots.
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { inject, vi } from 'vitest';
 import { defineConfig, type AssemblerConfig } from '../../src/config/index.js';
 import type { Logger } from '../../src/pipeline/index.js';
@@ -161,4 +163,49 @@ export function workload(rig: Pick<PipelineRig, 'sql'>) {
       ),
     void: (id: string, reason = 'duplicate') => rig.sql(`UPDATE invoice SET status = 'void', void_reason = $2 WHERE id = $1`, [id, reason]),
   };
+}
+
+/**
+ * Writes a TypeScript config module for `event-assembler run --config` into `dir`, as a user
+ * would: the invoicing mappers and contracts, the rig's slot and publication. Connection strings
+ * are never literal: `process-env` reads `<envPrefix>_CAPTURE_URL` / `<envPrefix>_KURRENTDB_URL`
+ * in the module, `env-reference` writes `'env:<envPrefix>_…'` for the config loader to resolve.
+ * Start the CLI with `rigEnv(rig, envPrefix)` in its environment.
+ */
+export function writeRigConfig(
+  dir: string,
+  rig: Pick<PipelineRig, 'slots' | 'publication'>,
+  options: {
+    readonly name: string;
+    readonly file?: string;
+    readonly envPrefix: string;
+    readonly connections?: 'process-env' | 'env-reference';
+    readonly statusIntervalMs?: number;
+    /** The `snapshot` field as TypeScript source, e.g. `{ mode: 'initial', chunkSize: 50 }`. */
+    readonly snapshot?: string;
+  },
+): string {
+  const src = (path: string) => pathToFileURL(join(process.cwd(), path)).href;
+  const ref = (variable: string) => (options.connections === 'env-reference' ? `'env:${options.envPrefix}_${variable}'` : `process.env.${options.envPrefix}_${variable}`);
+  writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
+  const file = join(dir, options.file ?? `${options.name}.config.ts`);
+  writeFileSync(
+    file,
+    `import { defineConfig } from '${src('src/config/index.ts')}';
+import { mappers } from '${src('examples/invoicing/index.ts')}';
+export default defineConfig({
+  name: '${options.name}',
+  source: { connection: ${ref('CAPTURE_URL')}, slot: '${rig.slots[0]}', publication: '${rig.publication}'${options.statusIntervalMs !== undefined ? `, statusIntervalMs: ${options.statusIntervalMs}` : ''} },
+  destination: { connectionString: ${ref('KURRENTDB_URL')} },
+  mappers,
+  contracts: { dir: '${join(process.cwd(), 'contracts/invoicing')}' },${options.snapshot ? `\n  snapshot: ${options.snapshot},` : ''}
+});
+`,
+  );
+  return file;
+}
+
+/** The environment a CLI started on `writeRigConfig`'s file needs. */
+export function rigEnv(rig: Pick<PipelineRig, 'captureUrl' | 'kdb'>, envPrefix: string): Record<string, string> {
+  return { [`${envPrefix}_CAPTURE_URL`]: rig.captureUrl, [`${envPrefix}_KURRENTDB_URL`]: rig.kdb.connectionString };
 }

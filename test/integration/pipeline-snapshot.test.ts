@@ -4,15 +4,14 @@
 // against a reference slot that has its own exported snapshot. A SIGKILL mid-snapshot resumes
 // (same generation) and ends with every expected event exactly once; initial_only exits 0.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mappers } from '../../examples/invoicing/index.js';
 import { createAssembler, type Assembler } from '../../src/pipeline/index.js';
 import { createReferenceSlotWithSnapshot, dropReferenceSlot, verifyDestination } from '../../src/testing/verify-destination.js';
-import { createPipelineRig, TABLES, workload, type PipelineRig } from './pipeline-rig.js';
+import { createPipelineRig, rigEnv, writeRigConfig, TABLES, workload, type PipelineRig } from './pipeline-rig.js';
 
 interface StoredProgress {
   readonly progress: { generation: string; consistentPoint: string; tables: { table: string; status: string; chunksDone: number; rowsDone: number }[] };
@@ -45,29 +44,12 @@ async function seed(rig: PipelineRig, n: number, prefix: string): Promise<void> 
 }
 
 function cliConfig(dir: string, rig: PipelineRig, name: string, mode: string, chunkSize: number): string {
-  const src = (path: string) => pathToFileURL(join(process.cwd(), path)).href;
-  writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
-  const file = join(dir, `${name}-${mode}.config.ts`);
-  writeFileSync(
-    file,
-    `import { defineConfig } from '${src('src/config/index.ts')}';
-import { mappers } from '${src('examples/invoicing/index.ts')}';
-export default defineConfig({
-  name: '${name}',
-  source: { connection: process.env.EA_SNAP_CAPTURE_URL, slot: '${rig.slots[0]}', publication: '${rig.publication}', statusIntervalMs: 500 },
-  destination: { connectionString: process.env.EA_SNAP_KURRENTDB_URL },
-  mappers,
-  contracts: { dir: '${join(process.cwd(), 'contracts/invoicing')}' },
-  snapshot: { mode: '${mode}', chunkSize: ${chunkSize} },
-});
-`,
-  );
-  return file;
+  return writeRigConfig(dir, rig, { name, file: `${name}-${mode}.config.ts`, envPrefix: 'EA_SNAP', statusIntervalMs: 500, snapshot: `{ mode: '${mode}', chunkSize: ${chunkSize} }` });
 }
 
 function runCli(rig: PipelineRig, file: string) {
   const child = spawn(process.execPath, ['bin/event-assembler.js', 'run', '--config', file], {
-    env: { ...process.env, EA_SNAP_CAPTURE_URL: rig.captureUrl, EA_SNAP_KURRENTDB_URL: rig.kdb.connectionString },
+    env: { ...process.env, ...rigEnv(rig, 'EA_SNAP') },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -3,7 +3,6 @@
 // before, during and after the slot's creation and the snapshot read. Replaying the snapshot
 // records and then the stream from consistent_point reproduces exactly the table's final
 // contents, and no row state appears both as a snapshot record and as a streamed change.
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { createPostgresSource, type PostgresSource } from '../../src/source/index.js';
 import { setupCapture } from '../../src/source/setup.js';
@@ -12,6 +11,7 @@ import { createReplayModel } from '../../src/source/snapshot/replay.js';
 import type { Change, SnapshotRecord } from '../../src/source/types.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
 import { startChurnWriter, type ChurnWriter } from '../support/churn-writer.js';
+import { dropRole } from '../support/roles.js';
 
 const ROWS = 200_000;
 
@@ -33,11 +33,7 @@ describe('initial snapshot handoff under a concurrent writer (200,000 rows)', ()
     await slot?.close();
     await source?.close();
     await db?.drop();
-    const server = inject('postgres');
-    const admin = new pg.Client({ host: server.host, port: server.port, user: server.superuser, password: server.password, database: 'postgres' });
-    await admin.connect();
-    await admin.query(`DROP ROLE IF EXISTS ${role}`);
-    await admin.end();
+    await dropRole(role);
   });
 
   it('snapshot records + later changes reproduce the final table; no state is both read and streamed', async () => {

@@ -2,10 +2,10 @@
 // without keeping the records, once by COPY and once by cursor, printing rows/s and peak RSS.
 // 1,000,000 rows (about 20 s here, so it runs in `npm test`; EA_SNAPSHOT_ROWS overrides the size).
 // Asserts behaviour only: every row arrives, in key order, and memory stays bounded.
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createSlotWithSnapshot, readInitialSnapshot, type ExportedSnapshotSlot, type SnapshotReadMethod } from '../../src/source/snapshot/index.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
+import { dropRole } from '../support/roles.js';
 
 const ROWS = Number(process.env.EA_SNAPSHOT_ROWS ?? 1_000_000);
 const MiB = 1024 * 1024;
@@ -28,11 +28,7 @@ describe(`snapshot of ${ROWS.toLocaleString('en')} rows with bounded memory`, ()
   afterAll(async () => {
     await slot?.close();
     await db?.drop();
-    const server = inject('postgres');
-    const admin = new pg.Client({ host: server.host, port: server.port, user: server.superuser, password: server.password, database: 'postgres' });
-    await admin.connect();
-    await admin.query(`DROP ROLE IF EXISTS ${role}`);
-    await admin.end();
+    await dropRole(role);
   });
 
   it('streams every row in key order by COPY and by cursor; prints rows/s and peak RSS', async () => {

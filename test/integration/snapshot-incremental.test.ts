@@ -18,6 +18,7 @@ import { createReplayModel } from '../../src/source/snapshot/replay.js';
 import type { Change, SnapshotRecord } from '../../src/source/types.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
 import { startChurnWriter } from '../support/churn-writer.js';
+import { dropRole } from '../support/roles.js';
 
 type Applied = { kind: 'change'; change: Change } | { kind: 'read'; record: SnapshotRecord };
 
@@ -98,11 +99,7 @@ describe('incremental snapshot with watermarks (PostgreSQL 17, capture role)', (
     for (const s of snapshots) await s.close();
     for (const s of sources) await s.close();
     await db?.drop();
-    const server = inject('postgres');
-    const admin = new pg.Client({ host: server.host, port: server.port, user: server.superuser, password: server.password, database: 'postgres' });
-    await admin.connect();
-    await admin.query(`DROP ROLE IF EXISTS ${role}`);
-    await admin.end();
+    await dropRole(role);
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 

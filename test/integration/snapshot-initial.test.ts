@@ -12,6 +12,7 @@ import {
 } from '../../src/source/snapshot/index.js';
 import type { Change, SnapshotRecord } from '../../src/source/types.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
+import { dropRole } from '../support/roles.js';
 
 async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
   const out: T[] = [];
@@ -49,11 +50,7 @@ describe('initial snapshot at the exported snapshot (PostgreSQL 17, capture role
     for (const s of sources) await s.close();
     for (const s of slots) await s.close();
     await db?.drop();
-    const server = inject('postgres');
-    const admin = new pg.Client({ host: server.host, port: server.port, user: server.superuser, password: server.password, database: 'postgres' });
-    await admin.connect();
-    await admin.query(`DROP ROLE IF EXISTS ${role}`);
-    await admin.end();
+    await dropRole(role);
   });
 
   const INSERT_INVOICE = `INSERT INTO public.invoice (id, big, total, note, raw, doc, at, day, tags, nums, status, flag, ratio) VALUES

@@ -13,6 +13,7 @@ import {
 } from '../../src/source/snapshot/index.js';
 import type { Change, SnapshotRecord } from '../../src/source/types.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
+import { dropRole } from '../support/roles.js';
 
 const TABLE = 'public.doc';
 const PUBLISHED = ['region', 'id', 'status', 'amount'];
@@ -43,11 +44,7 @@ describe('publication row filter and column list in snapshot reads', () => {
     for (const s of sources) await s.close();
     for (const c of closers) await c();
     await db?.drop();
-    const server = inject('postgres');
-    const admin = new pg.Client({ host: server.host, port: server.port, user: server.superuser, password: server.password, database: 'postgres' });
-    await admin.connect();
-    await admin.query(`DROP ROLE IF EXISTS ${role}`);
-    await admin.end();
+    await dropRole(role);
   });
 
   async function collect(batches: AsyncIterable<SnapshotBatch>): Promise<SnapshotRecord[]> {

@@ -17,6 +17,7 @@ import {
 } from '../../src/source/snapshot/index.js';
 import type { Change, SnapshotRecord } from '../../src/source/types.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
+import { dropRole } from '../support/roles.js';
 
 const ROWS = 40_000;
 const snapshotModule = fileURLToPath(new URL('../../src/source/snapshot/index.ts', import.meta.url));
@@ -60,11 +61,7 @@ describe('interrupted initial snapshot (SIGKILL) resumes incrementally', () => {
     await snapshot?.close();
     await source?.close();
     await db?.drop();
-    const server = inject('postgres');
-    const admin = new pg.Client({ host: server.host, port: server.port, user: server.superuser, password: server.password, database: 'postgres' });
-    await admin.connect();
-    await admin.query(`DROP ROLE IF EXISTS ${role}`);
-    await admin.end();
+    await dropRole(role);
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 

@@ -5,14 +5,13 @@
 // old generation's events in the same streams (receipts order them by LSN), and streaming goes on
 // from the new slot. Mode 'initial' refuses the same situations with REBUILD_NEEDED (CLI exit code 3).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createAssembler, type Assembler, type RunSummary } from '../../src/pipeline/index.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/testing/postgres.js';
-import { createPipelineRig, workload, type PipelineRig } from './pipeline-rig.js';
+import { createPipelineRig, rigEnv, writeRigConfig, workload, type PipelineRig } from './pipeline-rig.js';
 
 const rigs: PipelineRig[] = [];
 const servers: EmbeddedPostgres[] = [];
@@ -29,25 +28,9 @@ afterAll(async () => {
 
 /** `event-assembler run` in mode 'initial' for the rig: its exit code (3: rebuild needed). */
 async function cliRunInitial(rig: PipelineRig): Promise<{ code: number | null; output: string }> {
-  const src = (path: string) => pathToFileURL(join(process.cwd(), path)).href;
-  writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
-  const file = join(dir, `${rig.name}.config.ts`);
-  writeFileSync(
-    file,
-    `import { defineConfig } from '${src('src/config/index.ts')}';
-import { mappers } from '${src('examples/invoicing/index.ts')}';
-export default defineConfig({
-  name: '${rig.name}',
-  source: { connection: process.env.EA_WN_CAPTURE_URL, slot: '${rig.slots[0]}', publication: '${rig.publication}' },
-  destination: { connectionString: process.env.EA_WN_KURRENTDB_URL },
-  mappers,
-  contracts: { dir: '${join(process.cwd(), 'contracts/invoicing')}' },
-  snapshot: { mode: 'initial' },
-});
-`,
-  );
+  const file = writeRigConfig(dir, rig, { name: rig.name, envPrefix: 'EA_WN', snapshot: "{ mode: 'initial' }" });
   const child = spawn(process.execPath, ['bin/event-assembler.js', 'run', '--config', file], {
-    env: { ...process.env, EA_WN_CAPTURE_URL: rig.captureUrl, EA_WN_KURRENTDB_URL: rig.kdb.connectionString },
+    env: { ...process.env, ...rigEnv(rig, 'EA_WN') },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
