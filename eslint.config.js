@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'bench/results/**', '**/*.generated.ts', 'test/types/fixtures/**'] },
+  { ignores: ['dist/**', '.tmp/**', 'node_modules/**', 'coverage/**', 'bench/results/**', '**/*.generated.ts', 'test/types/fixtures/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

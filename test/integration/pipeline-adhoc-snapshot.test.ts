@@ -3,7 +3,6 @@
 // exactly those tables as an incremental (watermark) snapshot while streaming, and `--wait` follows
 // it to the end. A request made while the assembler is down is picked up when it runs, and an
 // assembler killed with SIGKILL mid-snapshot resumes it (same generation, every event once).
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAssembler, type Assembler } from '../../src/pipeline/index.js';
 import { findRequestedProgress } from '../../src/pipeline/snapshot-store.js';
 import { encodeSnapshotRequest, newSnapshotRequest, SNAPSHOT_REQUEST_PREFIX } from '../../src/source/snapshot/index.js';
-import { createPipelineRig, rigEnv, writeRigConfig, workload, type PipelineRig } from './pipeline-rig.js';
+import { createPipelineRig, rigEnv, startCli, writeRigConfig, workload, type PipelineRig } from './pipeline-rig.js';
 
 interface StoredProgress {
   readonly progress: { generation: string; kind: string; request?: { id: string; lsn: string } | null; tables: { table: string; status: string; chunksDone: number; rowsDone: number }[] };
@@ -38,18 +37,7 @@ function writeConfig(dir: string, rig: PipelineRig, name: string, chunkSize: num
 }
 
 function cli(rig: PipelineRig, args: string[]) {
-  const child = spawn(process.execPath, ['bin/event-assembler.js', ...args], {
-    env: { ...process.env, ...rigEnv(rig, 'EA_ADHOC') },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const exit = (timeoutMs = 60_000) => Promise.race([exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), timeoutMs).unref())]);
-  const lines = () => stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
-  return { child, exit, lines, stdout: () => stdout, stderr: () => stderr, output: () => `${stdout}\n${stderr}` };
+  return startCli(args, rigEnv(rig, 'EA_ADHOC'));
 }
 
 const imported = (rig: PipelineRig, stream: string) => rig.events(stream).filter((e) => e.type === 'InvoiceImported').map((e) => e.metadata['snapshot.generation']);

@@ -1,12 +1,11 @@
 // `event-assembler run` as a process: a TypeScript config with secrets from environment
 // variables; SIGTERM stops it gracefully — drained, acknowledged, exit code 0 — and no log line
 // shows a password.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createPipelineRig, rigEnv, writeRigConfig, workload, type PipelineRig } from './pipeline-rig.js';
+import { createPipelineRig, rigEnv, startCli, writeRigConfig, workload, type PipelineRig } from './pipeline-rig.js';
 
 describe('event-assembler run (CLI)', () => {
   let rig: PipelineRig;
@@ -22,19 +21,7 @@ describe('event-assembler run (CLI)', () => {
 
   it('runs from a TypeScript config and stops gracefully on SIGTERM with exit code 0', async () => {
     const file = writeRigConfig(dir, rig, { name: 'cli', file: 'assembler.config.ts', envPrefix: 'EA_CLI', connections: 'env-reference', statusIntervalMs: 500 });
-    const child = spawn(process.execPath, ['bin/event-assembler.js', 'run', '--config', file], {
-      env: { ...process.env, ...rigEnv(rig, 'EA_CLI') },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    const lines = () =>
-      output
-        .split('\n')
-        .filter((l) => l.startsWith('{'))
-        .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const { child, exit, lines, output } = startCli(['run', '--config', file], rigEnv(rig, 'EA_CLI'));
     try {
       await rig.until(() => expect(lines().map((l) => l['msg'])).toContain('assembler started'), 30_000);
       const w = workload(rig);
@@ -42,7 +29,7 @@ describe('event-assembler run (CLI)', () => {
       await w.draft('ki1', 'k1');
       await rig.until(() => expect(rig.events('invoice-ki1').map((e) => e.type)).toEqual(['InvoiceDrafted']));
       child.kill('SIGTERM');
-      const code = await Promise.race([exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 30_000))]);
+      const code = await exit(30_000);
       expect(code).toBe(0);
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
@@ -53,6 +40,6 @@ describe('event-assembler run (CLI)', () => {
     expect(stopped).toMatchObject({ transactions: { received: 2, appended: 2 }, events: { appended: 2 } });
     expect((await rig.slot(rig.slots[0]!)).confirmed_flush_lsn).toBe(stopped['acknowledgedLsn']);
     expect(lines().find((l) => l['msg'] === 'assembler started')).toMatchObject({ mode: 'multi-stream', concurrentAppends: 4 });
-    expect(output).not.toContain(inject('postgres').password);
+    expect(output()).not.toContain(inject('postgres').password);
   });
 });

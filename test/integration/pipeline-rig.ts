@@ -1,6 +1,7 @@
 // Shared rig of the pipeline tests: a database with the invoicing schema, a least-privilege
 // capture role, publication and slot(s), an in-memory KurrentDB, the invoicing workload, and
 // readers for what landed in KurrentDB and in pg_replication_slots.
+import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -208,4 +209,38 @@ export default defineConfig({
 /** The environment a CLI started on `writeRigConfig`'s file needs. */
 export function rigEnv(rig: Pick<PipelineRig, 'captureUrl' | 'kdb'>, envPrefix: string): Record<string, string> {
   return { [`${envPrefix}_CAPTURE_URL`]: rig.captureUrl, [`${envPrefix}_KURRENTDB_URL`]: rig.kdb.connectionString };
+}
+
+export interface CliProcess {
+  readonly child: ChildProcess;
+  /** The exit code, or `'timeout'` when it has not exited within `timeoutMs`. */
+  exit(timeoutMs?: number): Promise<number | null | 'timeout'>;
+  /** The JSON log lines so far (the logger writes them to stderr). */
+  lines(): Record<string, unknown>[];
+  stdout(): string;
+  stderr(): string;
+  /** stdout and stderr together. */
+  output(): string;
+}
+
+/** `event-assembler <args>` as a child process (through bin/, as a user runs it), with `env` added. */
+export function startCli(args: readonly string[], env: Record<string, string>): CliProcess {
+  const child = spawn(process.execPath, ['bin/event-assembler.js', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return {
+    child,
+    exit: (timeoutMs = 60_000) => Promise.race([exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), timeoutMs).unref())]),
+    lines: () =>
+      stderr
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+    stdout: () => stdout,
+    stderr: () => stderr,
+    output: () => `${stdout}\n${stderr}`,
+  };
 }

@@ -3,7 +3,6 @@
 // snapshot, then the stream continues from its consistent point — no gap, no overlap, checked
 // against a reference slot that has its own exported snapshot. A SIGKILL mid-snapshot resumes
 // (same generation) and ends with every expected event exactly once; initial_only exits 0.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mappers } from '../../examples/invoicing/index.js';
 import { createAssembler, type Assembler } from '../../src/pipeline/index.js';
 import { createReferenceSlotWithSnapshot, dropReferenceSlot, verifyDestination } from '../../src/testing/verify-destination.js';
-import { createPipelineRig, rigEnv, writeRigConfig, TABLES, workload, type PipelineRig } from './pipeline-rig.js';
+import { createPipelineRig, rigEnv, startCli, writeRigConfig, TABLES, workload, type PipelineRig } from './pipeline-rig.js';
 
 interface StoredProgress {
   readonly progress: { generation: string; consistentPoint: string; tables: { table: string; status: string; chunksDone: number; rowsDone: number }[] };
@@ -48,21 +47,7 @@ function cliConfig(dir: string, rig: PipelineRig, name: string, mode: string, ch
 }
 
 function runCli(rig: PipelineRig, file: string) {
-  const child = spawn(process.execPath, ['bin/event-assembler.js', 'run', '--config', file], {
-    env: { ...process.env, ...rigEnv(rig, 'EA_SNAP') },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const lines = () =>
-    output
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
-  const exit = (timeoutMs = 30_000) => Promise.race([exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), timeoutMs).unref())]);
-  return { child, lines, exit, output: () => output };
+  return startCli(['run', '--config', file], rigEnv(rig, 'EA_SNAP'));
 }
 
 describe("snapshot.mode 'initial' in the running pipeline", () => {

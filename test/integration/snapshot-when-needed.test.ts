@@ -4,14 +4,13 @@
 // slot (warning logged, summary says `new-generation`), its InvoiceImported events land after the
 // old generation's events in the same streams (receipts order them by LSN), and streaming goes on
 // from the new slot. Mode 'initial' refuses the same situations with REBUILD_NEEDED (CLI exit code 3).
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createAssembler, type Assembler, type RunSummary } from '../../src/pipeline/index.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/testing/postgres.js';
-import { createPipelineRig, rigEnv, writeRigConfig, workload, type PipelineRig } from './pipeline-rig.js';
+import { createPipelineRig, rigEnv, startCli, writeRigConfig, workload, type PipelineRig } from './pipeline-rig.js';
 
 const rigs: PipelineRig[] = [];
 const servers: EmbeddedPostgres[] = [];
@@ -29,17 +28,10 @@ afterAll(async () => {
 /** `event-assembler run` in mode 'initial' for the rig: its exit code (3: rebuild needed). */
 async function cliRunInitial(rig: PipelineRig): Promise<{ code: number | null; output: string }> {
   const file = writeRigConfig(dir, rig, { name: rig.name, envPrefix: 'EA_WN', snapshot: "{ mode: 'initial' }" });
-  const child = spawn(process.execPath, ['bin/event-assembler.js', 'run', '--config', file], {
-    env: { ...process.env, ...rigEnv(rig, 'EA_WN') },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
-  clearTimeout(timer);
-  return { code, output };
+  const cli = startCli(['run', '--config', file], rigEnv(rig, 'EA_WN'));
+  const code = await cli.exit(60_000);
+  if (code === 'timeout') cli.child.kill('SIGKILL');
+  return { code: code === 'timeout' ? null : code, output: cli.output() };
 }
 
 function start(rig: PipelineRig, mode: 'initial' | 'when_needed', chunkSize = 16) {

@@ -70,7 +70,7 @@ class Reader {
     return this.bytes.toString('utf8', start, end);
   }
 
-  skip(wireType: number): void {
+  skipField(wireType: number): void {
     if (wireType === 0) this.varint();
     else if (wireType === 1) this.offset += 8;
     else if (wireType === 2) this.span();
@@ -97,7 +97,7 @@ function decodeValue(bytes: Buffer, start: number, end: number): unknown {
     else if ((field === 5 || field === 6) && wire === 2) {
       // A struct or a list: rare in properties; google-protobuf renders it as the client sent it.
       return structPb.Value.deserializeBinary(new Uint8Array(bytes.buffer, bytes.byteOffset + start, end - start)).toJavaScript();
-    } else r.skip(wire);
+    } else r.skipField(wire);
   }
   return value;
 }
@@ -113,7 +113,7 @@ function decodeRecord(bytes: Buffer, start: number, end: number): DecodedAppendR
     const field = Math.floor(tag / 8);
     const wire = tag & 7;
     if (wire !== 2) {
-      r.skip(wire);
+      r.skipField(wire);
       continue;
     }
     const [s, e] = r.span();
@@ -128,7 +128,7 @@ function decodeRecord(bytes: Buffer, start: number, end: number): DecodedAppendR
         else if (t === 0x12) {
           const [vs, ve] = entry.span();
           value = decodeValue(bytes, vs, ve);
-        } else entry.skip(t & 7);
+        } else entry.skipField(t & 7);
       }
       properties[key] = value;
     } else if (field === 3) {
@@ -138,7 +138,7 @@ function decodeRecord(bytes: Buffer, start: number, end: number): DecodedAppendR
         const t = sr.varint();
         if (t === 0x08) info.format = sr.varint();
         else if (t === 0x12) info.name = sr.string();
-        else sr.skip(t & 7);
+        else sr.skipField(t & 7);
       }
       schema = info;
     } else if (field === 4) data = new Uint8Array(bytes.subarray(s, e));
@@ -162,7 +162,7 @@ export function decodeAppendRequest(bytes: Buffer): DecodedAppendRequest {
     } else if (field === 3 && wire === 0) {
       const z = r.bigVarint();
       expectedRevision = z & 1n ? -(z >> 1n) - 1n : z >> 1n;
-    } else r.skip(wire);
+    } else r.skipField(wire);
   }
   return { stream, records, expectedRevision };
 }
