@@ -635,7 +635,49 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
    * (several only when the unit exceeds the max append size). Returns `null` when the server
    * turned out not to serve multi-stream append (mode `auto` then falls back to per-stream).
    */
-  async function appendMultiStream(label: string, single: boolean, groups: readonly Group[], appended: Set<string>): Promise<boolean> {
+  /**
+   * Cuts a call's remaining events into multi-stream appends of at most `max` bytes at unit
+   * boundaries: consecutive whole units per append, so each source transaction still lands
+   * atomically; only a unit larger than `max` on its own is cut inside (chunkAcrossStreams), as
+   * a single unit always was. Units are in call order, so every stream keeps its order.
+   */
+  function chunkByUnits(plans: readonly Group[], max: number, unitOf: ReadonlyMap<PreparedEvent, number>): { chunks: Group[][]; splitUnits: number } {
+    const sizes = new Map<number, number>();
+    for (const plan of plans) for (const event of plan.events) sizes.set(unitOf.get(event)!, (sizes.get(unitOf.get(event)!) ?? 0) + event.multiStreamSize);
+    const order = [...sizes.keys()].sort((a, b) => a - b);
+    const ranges: { from: number; to: number }[] = [];
+    let current: { from: number; to: number } | null = null;
+    let size = 0;
+    for (const unit of order) {
+      const unitSize = sizes.get(unit)!;
+      if (current && size + unitSize <= max) {
+        current.to = unit;
+        size += unitSize;
+      } else {
+        current = { from: unit, to: unit };
+        ranges.push(current);
+        size = unitSize;
+      }
+    }
+    const chunks: Group[][] = [];
+    let splitUnits = 0;
+    for (const range of ranges) {
+      const part: Group[] = [];
+      for (const plan of plans) {
+        const events = plan.events.filter((event) => {
+          const unit = unitOf.get(event)!;
+          return unit >= range.from && unit <= range.to;
+        });
+        if (events.length > 0) part.push({ stream: plan.stream, events });
+      }
+      const pieces = chunkAcrossStreams(part, max);
+      if (pieces.length > 1) splitUnits += 1;
+      chunks.push(...pieces);
+    }
+    return { chunks, splitUnits };
+  }
+
+  async function appendMultiStream(label: string, groups: readonly Group[], appended: Set<string>, unitOf: ReadonlyMap<PreparedEvent, number>): Promise<boolean> {
     let callLimit = limit;
     let resend = false; // as in appendPerStream: re-sending after an optimistic first attempt is a retry
     for (let round = 0; round < MAX_ROUNDS; round++) {
@@ -647,8 +689,8 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
         if (todo.length > 0) plans.push({ stream: group.stream, events: todo });
       });
       if (plans.length === 0) return true;
-      const chunks = chunkAcrossStreams(plans, Math.min(callLimit, limit));
-      if (chunks.length > 1 && single) {
+      const { chunks, splitUnits } = chunkByUnits(plans, Math.min(callLimit, limit), unitOf);
+      if (splitUnits > 0) {
         logger.warn('kurrentdb sink: unit exceeds the max append size; it is appended in several multi-stream appends (each atomic, the unit not)', {
           unit: label,
           appends: chunks.length,
@@ -808,6 +850,8 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     const byStream = new Map<string, PreparedEvent[]>();
     /** Event id → the unit (index) that brought it. */
     const ids = new Map<string, number>();
+    /** Prepared event → its unit's index in the call (multi-stream appends are cut at unit boundaries). */
+    const unitOfEvent = new Map<PreparedEvent, number>();
     /** Per unit: its streams in order of first appearance and its prepared events. */
     const perUnit: { streams: string[]; events: PreparedEvent[]; duplicate: number }[] = [];
     let lastWithEvents = -1;
@@ -844,6 +888,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
           const p = prepareEvent(event, receiptAt(unit, ordinal, events.length), unitMetadata);
           merged.push(p);
           prepared.push(p);
+          unitOfEvent.set(p, u);
         });
       }
       perUnit.push({ streams: [...own.keys()], events: prepared, duplicate: 0 });
@@ -857,7 +902,10 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     const groups: Group[] = [...byStream].map(([stream, events]) => ({ stream, events }));
     // One checkpoint event per call, for its last unit with events (a batch lands as a whole in multi-stream mode).
     const checkpoint = config.checkpointStream ? checkpointEvent(config.checkpointStream, batches[lastWithEvents]!.position, units[lastWithEvents]!) : null;
-    if (checkpoint) groups.push({ stream: config.checkpointStream!, events: [checkpoint] });
+    if (checkpoint) {
+      groups.push({ stream: config.checkpointStream!, events: [checkpoint] });
+      unitOfEvent.set(checkpoint, lastWithEvents);
+    }
 
     // Before any I/O: nothing of a call that cannot be appended is written.
     for (const group of groups) {
@@ -869,7 +917,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
 
     const appended = new Set<string>();
     let done = false;
-    if (mode === 'multi-stream') done = await appendMultiStream(label, units.length === 1, groups, appended);
+    if (mode === 'multi-stream') done = await appendMultiStream(label, groups, appended, unitOfEvent);
     if (!done) {
       // Tails that must be read (after a failure, or without optimistic first touches) are read in parallel.
       await Promise.all(groups.map((group) => stateOf(group.stream)));

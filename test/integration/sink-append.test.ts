@@ -642,6 +642,36 @@ describe('KurrentDB sink modes', () => {
     expect(ids(db, checkpointStreamName(assembler))).toHaveLength(1);
   });
 
+  it('multi-stream: a batch over the max append size is cut between transactions, never inside one', async () => {
+    const db = await server({ maxAppendSize: 6_000 });
+    const id = unique();
+    const assembler = `asm_${id}`;
+    const shared = `b-${id}`;
+    // 12 transactions, each with one event in its own stream and one in a shared stream.
+    const units = Array.from({ length: 12 }, (_, i) =>
+      tx(id, i + 1, [
+        [`a-${id}-${i}`, 'A', { n: i, pad: 'x'.repeat(300) }],
+        [shared, 'B', { n: i, pad: 'y'.repeat(300) }],
+      ]),
+    );
+    const landed = (i: number) => ids(db, `a-${id}-${i}`).length + ids(db, shared).filter((e) => e === units[i]!.events[1]!.id).length;
+    const seen: number[][] = [];
+    const s = await sink(db, {
+      assembler,
+      maxAppendSize: 6_000,
+      checkpointStream: false,
+      hooks: {
+        // Before every request: each transaction is either wholly in the store or not at all.
+        beforeAppend: () => void seen.push(units.map((_, i) => landed(i))),
+      },
+    });
+    const outcomes = await s.appendMany(units);
+    expect(outcomes.map((o) => o.appended)).toEqual(units.map(() => 2));
+    expect(seen.length).toBeGreaterThan(2);
+    for (const state of seen) expect(state.every((n) => n === 0 || n === 2), JSON.stringify(state)).toBe(true);
+    expect(ids(db, shared)).toEqual(units.map((u) => u.events[1]!.id));
+  });
+
   it('per-stream: streams in order of first appearance, the checkpoint stream last', async () => {
     const db = await server({ features: { multiStreamAppend: false, batchAppend: false } });
     const id = unique();
