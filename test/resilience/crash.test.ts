@@ -428,12 +428,11 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
       };
 
       /**
-       * Sets the in-flight latency and returns when appends are on the wire: an append sent under
+       * Sets the in-flight latency and returns when an append is on the wire: an append sent under
        * it has landed (growth seen a full latency after the switch, when everything sent before
-       * has landed) and a third of the latency has passed since — a lane's next append goes out
-       * in answer to a landing, so right at a landing, lanes that completed together may have
-       * nothing out, while a moment later they do. Relative to the latency we impose, not to how
-       * fast the assembler appends.
+       * has landed), and the server now holds a business append waiting out the latency
+       * (`pendingStreams()`). Relative to the latency we impose, not to how fast the assembler
+       * appends.
        */
       const killWindow = async (appended: () => number) => {
         kurrent.setAppendLatency(IN_FLIGHT_LATENCY_MS);
@@ -450,7 +449,14 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
           },
           { timeoutMs: 60_000, intervalMs: 10 },
         );
-        await new Promise((resolve) => setTimeout(resolve, IN_FLIGHT_LATENCY_MS / 3));
+        // Then kill while the server holds a business append, received and waiting out the
+        // latency: it lands after the kill whatever the assembler does (the in-memory server
+        // applies what it received). Checkpoint-only writes do not count.
+        await waitFor(
+          'a business append held by the server',
+          async () => (await alive(), kurrent.pendingStreams().some((stream) => !stream.startsWith('event-assembler.'))),
+          { timeoutMs: 60_000, intervalMs: 2 },
+        );
       };
 
       let live: { stop(): Promise<number> } | null = null;

@@ -17,7 +17,7 @@ export interface ServerContext {
    * writer (StorageWriterService), so two appends never overtake each other. Rejects with an
    * injected failure when `failNextAppends` asked for one (before or after applying).
    */
-  applyWrite<T>(apply: () => T): Promise<T>;
+  applyWrite<T>(apply: () => T, streams?: readonly string[]): Promise<T>;
 }
 
 export interface InjectedFailureOptions {
@@ -30,10 +30,12 @@ export interface InjectedFailureOptions {
 }
 
 export interface WritePath {
-  applyWrite<T>(apply: () => T): Promise<T>;
+  applyWrite<T>(apply: () => T, streams?: readonly string[]): Promise<T>;
   setLatency(ms: number): void;
   /** Writes received and not yet applied (or failed). */
   readonly pending: number;
+  /** The streams those writes target (one entry per write and stream). */
+  pendingStreams(): string[];
   failNext(count: number, kind: InjectedFailureKind, options?: InjectedFailureOptions): void;
 }
 
@@ -44,13 +46,18 @@ export function createWritePath(initialLatencyMs: number): WritePath {
   let failAfterWrite = false;
   let tail: Promise<unknown> = Promise.resolve();
   let pending = 0;
+  const pendingStreams = new Map<string, number>();
 
   return {
     get pending() {
       return pending;
     },
-    applyWrite<T>(apply: () => T): Promise<T> {
+    pendingStreams() {
+      return [...pendingStreams].flatMap(([stream, n]) => Array.from({ length: n }, () => stream));
+    },
+    applyWrite<T>(apply: () => T, streams: readonly string[] = []): Promise<T> {
       pending += 1;
+      for (const s of streams) pendingStreams.set(s, (pendingStreams.get(s) ?? 0) + 1);
       // Latency is paid concurrently (like a pipelined fsync), application happens in order.
       const delay = latencyMs > 0 ? new Promise<void>((resolve) => setTimeout(resolve, latencyMs)) : Promise.resolve();
       const run = tail.then(
@@ -58,6 +65,11 @@ export function createWritePath(initialLatencyMs: number): WritePath {
         () => delay,
       ).then(() => {
         pending -= 1;
+        for (const s of streams) {
+          const n = (pendingStreams.get(s) ?? 1) - 1;
+          if (n > 0) pendingStreams.set(s, n);
+          else pendingStreams.delete(s);
+        }
         if (failuresLeft === 0) return apply();
         failuresLeft -= 1;
         if (failAfterWrite) apply();

@@ -75,6 +75,8 @@ export interface InMemoryKurrentDB {
    * A client killed now still gets these written — what a crash test aims at for "mid-append".
    */
   readonly pendingWrites: number;
+  /** The streams of the pending writes (one entry per write and stream). */
+  pendingStreams(): string[];
   /** Every event of a stream as stored (including those hidden by `$tb`/`$maxCount`), no gRPC. */
   readStreamEvents(stream: string): ReadonlyArray<StoredEvent>;
   /** Names of all streams holding at least one record, including `$$` metadata streams. */
@@ -125,7 +127,7 @@ export async function startInMemoryKurrentDB(options: InMemoryKurrentDBOptions =
     maxAppendSize: options.maxAppendSize ?? 1_048_576,
     // MaxAppendEventSize defaults to TFConsts.MaxLogRecordSize (16 MiB); never below MaxAppendSize here.
     maxAppendEventSize: Math.max(16 * 1024 * 1024, options.maxAppendSize ?? 0),
-    applyWrite: (apply) => writePath.applyWrite(apply),
+    applyWrite: (apply, streams) => writePath.applyWrite(apply, streams),
   };
 
   // Live subscriptions register here so that stop() can detach them from the store.
@@ -192,6 +194,9 @@ export async function startInMemoryKurrentDB(options: InMemoryKurrentDBOptions =
     },
     get pendingWrites() {
       return writePath.pending;
+    },
+    pendingStreams() {
+      return writePath.pendingStreams();
     },
     readStreamEvents(stream) {
       return store.streamEvents(stream).map(({ id, type, revision, data, metadata, contentType, position }) => ({

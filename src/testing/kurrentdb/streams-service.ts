@@ -100,7 +100,7 @@ export function createStreamsService(context: ServerContext, registerSubscriptio
     call.on('end', () => {
       if (failed) return;
       context
-        .applyWrite(() => store.append([{ streamName, expectedRevision: expected, events }]))
+        .applyWrite(() => store.append([{ streamName, expectedRevision: expected, events }]), [streamName])
         .then((result) => {
           if (failed) return;
           const stream = result.streams[0];
@@ -219,7 +219,7 @@ export function createStreamsService(context: ServerContext, registerSubscriptio
       const { streamName, expected } = batchTarget(completed.options);
       inFlight += 1;
       context
-        .applyWrite(() => store.append([{ streamName, expectedRevision: expected, events: completed.events }]))
+        .applyWrite(() => store.append([{ streamName, expectedRevision: expected, events: completed.events }]), [streamName])
         .then(
           (result) => send(batchResult(completed, result)),
           (error: grpc.ServerErrorResponse) => {

@@ -106,7 +106,7 @@ export function createStreamsV2Service(context: ServerContext): grpc.UntypedServ
       if (failed) return;
       if (requests.length === 0) return fail(appendSessionNoRequestsError());
       context
-        .applyWrite(() => store.append(requests))
+        .applyWrite(() => store.append(requests), requests.map((r) => r.streamName))
         .then((result) => {
           if (!result.ok) {
             // AppendSessionCommand.MapToError names the first consistency failure only: StreamDeleted
