@@ -1,8 +1,8 @@
 // How a sink event becomes a KurrentDB event, and how big the server will count it.
-import { createHash } from 'node:crypto';
+import { uuidv5 as uuidv5In } from '../mapping/event-id.js';
 import { jsonEvent, type EventData } from '@kurrent/kurrentdb-client';
 import { SinkError } from './errors.js';
-import { RECEIPT_KEYS, RECEIPT_PREFIX, receiptToMetadata, type Receipt } from './receipt.js';
+import { RECEIPT_KEYS, RECEIPT_PREFIX, receiptUnitMetadata, type Receipt } from './receipt.js';
 import { encodeAppendRecordSized } from './v2-append.js';
 
 /** What the sink needs of an event (the mapping SDK's `EventToAppend` fits). */
@@ -40,16 +40,6 @@ const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
  */
 export function eventSizeOnDisk(type: string, dataJson: string, metadataJson: string): number {
   return Buffer.byteLength(dataJson, 'utf8') + Buffer.byteLength(metadataJson, 'utf8') + type.length * 2;
-}
-
-/**
- * A record of a multi-stream append (v2 AppendSession) is counted as data + properties + schema
- * name (KurrentDB.Api.V2 AppendRecordExtensions.CalculateSizeOnDisk); its properties are stored as
- * the event's metadata with `$schema.name` and `$schema.format` added, so those count too.
- */
-export function multiStreamRecordSize(type: string, dataJson: string, metadata: Readonly<Record<string, string>>): number {
-  const properties = JSON.stringify({ ...metadata, '$schema.name': type, '$schema.format': 'Json' });
-  return Buffer.byteLength(dataJson, 'utf8') + Buffer.byteLength(properties, 'utf8') + Buffer.byteLength(type, 'utf8');
 }
 
 /**
@@ -119,12 +109,10 @@ export function prepareEvent(event: EncodableEvent, receipt: Receipt, unitReceip
     if (key.startsWith(RECEIPT_PREFIX)) throw invalid(`brings its own metadata "${key}"; the "${RECEIPT_PREFIX}" keys belong to the sink`, { key });
     metadata[key] = value;
   }
-  if (unitReceiptMetadata) {
-    // The unit's part is the same for all its events (receiptUnitMetadata), computed once by the caller.
-    Object.assign(metadata, unitReceiptMetadata);
-    metadata[RECEIPT_KEYS.ordinal] = String(receipt.ordinal);
-    metadata[RECEIPT_KEYS.count] = String(receipt.count);
-  } else Object.assign(metadata, receiptToMetadata(receipt));
+  // The unit's part is the same for all its events: a caller appending several passes it, computed once.
+  Object.assign(metadata, unitReceiptMetadata ?? receiptUnitMetadata(receipt));
+  metadata[RECEIPT_KEYS.ordinal] = String(receipt.ordinal);
+  metadata[RECEIPT_KEYS.count] = String(receipt.count);
   let dataJson: string | undefined;
   try {
     dataJson = JSON.stringify(event.data);
@@ -138,17 +126,9 @@ export function prepareEvent(event: EncodableEvent, receipt: Receipt, unitReceip
 /** The sink's UUIDv5 namespace (for its own checkpoint events). Never change it. */
 export const SINK_NAMESPACE = 'a3f0c7d2-5e84-4b1f-9c6a-2d7e8b0f4a19';
 
-/** UUIDv5 (RFC 9562 §5.5) of `name` in `namespace`. */
+/** UUIDv5 (RFC 9562 §5.5) of `name` in `namespace` (the mapping SDK's implementation; the sink's own namespace by default). */
 export function uuidv5(name: string, namespace: string = SINK_NAMESPACE): string {
-  const hash = createHash('sha1')
-    .update(Buffer.from(namespace.replace(/-/g, ''), 'hex'))
-    .update(name, 'utf8')
-    .digest();
-  const bytes = hash.subarray(0, 16);
-  bytes[6] = (bytes[6]! & 0x0f) | 0x50;
-  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
-  const hex = bytes.toString('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  return uuidv5In(name, namespace);
 }
 
 /**

@@ -275,7 +275,6 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   const client = KurrentDBClient.connectionString(config.connectionString);
   /** Multi-stream appends with records encoded once, by hand (v2-append.ts); else the client's own. */
   const encoded = supportsEncodedAppend(client);
-  const recordOf = (event: PreparedEvent): Buffer => event.record;
   let reader = KurrentDBClient.connectionString(config.connectionString);
   let readerSuspect = false;
   // Optimistic first touch (no tail read): a stream not in the cache is appended to with
@@ -643,7 +642,12 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
    */
   function chunkByUnits(plans: readonly Group[], max: number, unitOf: ReadonlyMap<PreparedEvent, number>): { chunks: Group[][]; splitUnits: number } {
     const sizes = new Map<number, number>();
-    for (const plan of plans) for (const event of plan.events) sizes.set(unitOf.get(event)!, (sizes.get(unitOf.get(event)!) ?? 0) + event.multiStreamSize);
+    for (const plan of plans) {
+      for (const event of plan.events) {
+        const unit = unitOf.get(event)!;
+        sizes.set(unit, (sizes.get(unit) ?? 0) + event.multiStreamSize);
+      }
+    }
     const order = [...sizes.keys()].sort((a, b) => a - b);
     const ranges: { from: number; to: number }[] = [];
     let current: { from: number; to: number } | null = null;
@@ -712,7 +716,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
         try {
           const result = await retrying('multi-stream-append', { streams: chunk.map((plan) => plan.stream), events: eventCount }, () =>
             encoded
-              ? appendEncoded(client, requests.map((r) => ({ streamName: r.streamName, expectedState: r.expectedState, records: r.events.map(recordOf) })))
+              ? appendEncoded(client, requests.map((r) => ({ streamName: r.streamName, expectedState: r.expectedState, records: r.events.map((event) => event.record) })))
               : client.multiStreamAppend(requests.map((r): AppendStreamRequest => ({ streamName: r.streamName, expectedState: r.expectedState, events: r.events.map((event) => event.eventData) }))),
           );
           const answer = classify(result.position);

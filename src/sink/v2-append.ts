@@ -58,10 +58,6 @@ const fieldSize = (length: number): number => 1 + varintSize(length) + length;
  * One AppendRecord, encoded: JSON `data`, string `properties` (the event's metadata), the event
  * type as the schema name. The buffer is what goes into field 2 of an AppendRequest.
  */
-export function encodeAppendRecord(id: string, type: string, data: Buffer, properties: Readonly<Record<string, string>>): Buffer {
-  return encodeAppendRecordSized(id, type, data, properties).record;
-}
-
 /** Characters JSON.stringify writes as more than their UTF-8 bytes (escapes; lone surrogates). */
 // eslint-disable-next-line no-control-regex -- control characters are exactly what JSON escapes
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
@@ -74,8 +70,9 @@ function jsonStringBytes(s: string, utf8Bytes: number): number {
 /**
  * The record, and the size a multi-stream append counts for it: data + properties as the JSON
  * object the server stores (with `$schema.name` and `$schema.format` added) + schema name —
- * `multiStreamRecordSize` in encoding.ts, computed here from the byte lengths the encoding needs
- * anyway instead of serializing the properties once more.
+ * (KurrentDB.Api.V2 AppendRecordExtensions.CalculateSizeOnDisk; the properties are stored as the
+ * event's metadata JSON), computed from the byte lengths the encoding needs anyway instead of
+ * serializing the properties once more.
  */
 export function encodeAppendRecordSized(id: string, type: string, data: Buffer, properties: Readonly<Record<string, string>>): { record: Buffer; size: number } {
   const idLength = Buffer.byteLength(id, 'utf8');
@@ -116,7 +113,7 @@ export function encodeAppendRecordSized(id: string, type: string, data: Buffer, 
   o += buffer.write(type, o, 'utf8');
   o = lenField(buffer, o, 4, data.length);
   o += data.copy(buffer, o);
-  if (o !== size) throw new Error(`encodeAppendRecord: wrote ${o} of ${size} bytes`);
+  if (o !== size) throw new Error(`encodeAppendRecordSized: wrote ${o} of ${size} bytes`);
   return { record: buffer, size: data.length + json + typeLength };
 }
 

@@ -2,8 +2,17 @@
 // generated classes) to the same record, and its size equal to what a multi-stream append counts.
 import { describe, expect, it } from 'vitest';
 import v2StreamsPb from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_pb.js';
-import { multiStreamRecordSize } from '../../src/sink/encoding.js';
 import { encodeAppendRecordSized, encodeAppendRequest } from '../../src/sink/v2-append.js';
+
+/**
+ * What a multi-stream append counts for a record, as KurrentDB states it: data + properties +
+ * schema name (AppendRecordExtensions.CalculateSizeOnDisk), the properties stored as the event's
+ * metadata JSON with `$schema.name` and `$schema.format` added.
+ */
+function multiStreamRecordSize(type: string, dataJson: string, metadata: Readonly<Record<string, string>>): number {
+  const properties = JSON.stringify({ ...metadata, '$schema.name': type, '$schema.format': 'Json' });
+  return Buffer.byteLength(dataJson, 'utf8') + Buffer.byteLength(properties, 'utf8') + Buffer.byteLength(type, 'utf8');
+}
 
 describe('v2 AppendRequest encoding', () => {
   const samples: Record<string, string>[] = [

@@ -32,9 +32,7 @@ export interface InjectedFailureOptions {
 export interface WritePath {
   applyWrite<T>(apply: () => T, streams?: readonly string[]): Promise<T>;
   setLatency(ms: number): void;
-  /** Writes received and not yet applied (or failed). */
-  readonly pending: number;
-  /** The streams those writes target (one entry per write and stream). */
+  /** The streams of the writes received and not yet applied (or failed), one entry per write and stream. */
   pendingStreams(): string[];
   failNext(count: number, kind: InjectedFailureKind, options?: InjectedFailureOptions): void;
 }
@@ -45,18 +43,13 @@ export function createWritePath(initialLatencyMs: number): WritePath {
   let failureKind: InjectedFailureKind = 'unavailable';
   let failAfterWrite = false;
   let tail: Promise<unknown> = Promise.resolve();
-  let pending = 0;
   const pendingStreams = new Map<string, number>();
 
   return {
-    get pending() {
-      return pending;
-    },
     pendingStreams() {
       return [...pendingStreams].flatMap(([stream, n]) => Array.from({ length: n }, () => stream));
     },
     applyWrite<T>(apply: () => T, streams: readonly string[] = []): Promise<T> {
-      pending += 1;
       for (const s of streams) pendingStreams.set(s, (pendingStreams.get(s) ?? 0) + 1);
       // Latency is paid concurrently (like a pipelined fsync), application happens in order.
       const delay = latencyMs > 0 ? new Promise<void>((resolve) => setTimeout(resolve, latencyMs)) : Promise.resolve();
@@ -64,7 +57,6 @@ export function createWritePath(initialLatencyMs: number): WritePath {
         () => delay,
         () => delay,
       ).then(() => {
-        pending -= 1;
         for (const s of streams) {
           const n = (pendingStreams.get(s) ?? 1) - 1;
           if (n > 0) pendingStreams.set(s, n);

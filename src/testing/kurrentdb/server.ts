@@ -71,11 +71,10 @@ export interface InMemoryKurrentDB {
   failNextAppends(count: number, kind?: InjectedFailureKind, options?: InjectedFailureOptions): void;
   setAppendLatency(ms: number): void;
   /**
-   * Writes received and not yet applied (waiting out the append latency, or queued behind one).
-   * A client killed now still gets these written — what a crash test aims at for "mid-append".
+   * The streams of the writes received and not yet applied (waiting out the append latency, or
+   * queued behind one), one entry per write and stream. A client killed now still gets these
+   * written — what a crash test aims at for "mid-append".
    */
-  readonly pendingWrites: number;
-  /** The streams of the pending writes (one entry per write and stream). */
   pendingStreams(): string[];
   /** Every event of a stream as stored (including those hidden by `$tb`/`$maxCount`), no gRPC. */
   readStreamEvents(stream: string): ReadonlyArray<StoredEvent>;
@@ -191,9 +190,6 @@ export async function startInMemoryKurrentDB(options: InMemoryKurrentDBOptions =
     },
     setAppendLatency(ms) {
       writePath.setLatency(ms);
-    },
-    get pendingWrites() {
-      return writePath.pending;
     },
     pendingStreams() {
       return writePath.pendingStreams();

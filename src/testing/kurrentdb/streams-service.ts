@@ -312,7 +312,7 @@ export function createStreamsService(context: ServerContext, registerSubscriptio
   function deleteStream(operation: 'Delete' | 'Tombstone', request: DeleteRequest): Promise<bigint> {
     const { streamName, expected } = deleteTarget(request);
     return context
-      .applyWrite(() => (operation === 'Delete' ? store.softDelete(streamName, expected) : store.tombstone(streamName, expected)))
+      .applyWrite(() => (operation === 'Delete' ? store.softDelete(streamName, expected) : store.tombstone(streamName, expected)), [streamName])
       .then((result) => {
         if (result.kind === 'stream_deleted') throw streamDeletedError(streamName);
         if (result.kind === 'wrong_expected_version') {
