@@ -18,17 +18,26 @@ try {
   await db.createSlots(['raw', 'source', 'nullsink', 'mem0', 'mem2']);
   await writeInvoicesBulk(db, N);
   const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
-  const perTx = (ms: number) => `${Math.round((ms * 1000) / N)} µs CPU/tx in this process`;
+  let elu = performance.eventLoopUtilization();
+  const perTx = (ms: number) => {
+    const now = performance.eventLoopUtilization();
+    const busy = performance.eventLoopUtilization(now, elu).utilization;
+    elu = now;
+    return `${Math.round((ms * 1000) / N)} µs CPU/tx in this process, event loop ${Math.round(busy * 100)}% busy`;
+  };
   let c0 = cpu();
+  elu = performance.eventLoopUtilization();
   const raw = await drainRaw(db.connection, 'raw', PUBLICATION, N, N);
   console.log(`raw: ${raw.seconds.toFixed(2)} s, ${Math.round(N / raw.seconds)} tx/s, ${perTx(cpu() - c0)}`);
   if (ONLY.includes('source')) {
     c0 = cpu();
+    elu = performance.eventLoopUtilization();
     const src = await drainSourceOnly(db.connection, 'source', PUBLICATION, N, N);
     console.log(`source only: ${src.seconds.toFixed(2)} s, ${Math.round(N / src.seconds)} tx/s, ratio ${(raw.seconds / src.seconds).toFixed(2)}, ${perTx(cpu() - c0)}`);
   }
   if (ONLY.includes('null')) {
     c0 = cpu();
+    elu = performance.eventLoopUtilization();
     const r = await drainPipeline({ captureUrl, slot: 'nullsink', publication: PUBLICATION, sink: nullSink }, raw.markLsn, raw.lastEndLsn);
     console.log(`null sink: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}, ${perTx(cpu() - c0)}`);
   }
@@ -37,6 +46,8 @@ try {
     const kurrent = await startKurrentDBProcess(latency);
     try {
       c0 = cpu();
+      elu = performance.eventLoopUtilization();
+    elu = performance.eventLoopUtilization();
       const r = await drainPipeline({ captureUrl, slot, publication: PUBLICATION, destination: kurrent.connectionString }, raw.markLsn, raw.lastEndLsn);
       console.log(`in-memory ${latency} ms: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}, ${r.events} events, ${JSON.stringify(r.batching)}, ${perTx(cpu() - c0)}`);
     } finally {

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, hash as oneShotHash } from 'node:crypto';
 import type { Row } from '../source/types.js';
 
 /**
@@ -22,6 +22,14 @@ const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 /** Namespace bytes by namespace text (ids are made for every event: parse each namespace once). */
 const namespaces = new Map<string, Buffer>();
 
+/** Namespace + name are hashed from this buffer (no per-id hash object: ids are made for every event). */
+let scratch = Buffer.allocUnsafe(1024);
+/** `crypto.hash` (Node ≥ 20.12): one call instead of a Hash object, three calls and a digest. */
+const sha1Hex: ((data: Buffer) => string) | null =
+  typeof oneShotHash === 'function' ? (data) => oneShotHash('sha1', data, 'hex') : null;
+/** The variant's hex digit (10xx) for each value of the hash's digit there. */
+const VARIANT_DIGIT = '89ab89ab89ab89ab';
+
 /** UUIDv5 of `name` (UTF-8) in `namespace`. */
 export function uuidv5(name: string, namespace: string): string {
   let ns = namespaces.get(namespace);
@@ -30,12 +38,18 @@ export function uuidv5(name: string, namespace: string): string {
     ns = Buffer.from(namespace.replace(/-/g, ''), 'hex');
     if (namespaces.size < 64) namespaces.set(namespace, ns);
   }
-  const hash = createHash('sha1').update(ns).update(name, 'utf8').digest();
-  const bytes = hash.subarray(0, 16);
-  bytes[6] = (bytes[6]! & 0x0f) | 0x50; // version 5
-  bytes[8] = (bytes[8]! & 0x3f) | 0x80; // variant 10xx
-  const hex = bytes.toString('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  if (sha1Hex === null) return uuidFromDigest(createHash('sha1').update(ns).update(name, 'utf8').digest('hex'));
+  const most = 16 + name.length * 3;
+  if (scratch.length < most) scratch = Buffer.allocUnsafe(Math.max(most, scratch.length * 2));
+  ns.copy(scratch, 0);
+  const end = 16 + scratch.write(name, 16, 'utf8');
+  return uuidFromDigest(sha1Hex(scratch.subarray(0, end)));
+}
+
+/** The first 16 bytes of a SHA-1 (hex) as a UUID with version 5 and variant 10xx (RFC 9562 §5.5). */
+function uuidFromDigest(hex: string): string {
+  const variant = VARIANT_DIGIT[parseInt(hex[16]!, 16)]!;
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-5${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
 }
 
 /** Identifying parts of an event mapped from a committed source transaction. */

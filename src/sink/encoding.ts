@@ -78,7 +78,7 @@ class Prepared implements PreparedEvent {
   }
 
   #encode(): { record: Buffer; size: number } {
-    return (this.#encoded ??= encodeAppendRecordSized(this.id, this.type, Buffer.from(this.dataJson, 'utf8'), this.metadata));
+    return (this.#encoded ??= encodeAppendRecordSized(this.id, this.type, this.dataJson, this.metadata));
   }
 
   get eventData(): EventData {

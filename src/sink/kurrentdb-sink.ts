@@ -19,9 +19,10 @@
 import { z } from 'zod';
 import { BACKWARDS, END, KurrentDBClient, NO_STREAM, type AppendStreamRequest } from '@kurrent/kurrentdb-client';
 import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_grpc_pb.js';
-import { formatLsn, isLsn, parseLsn } from '../source/position.js';
+import { canonicalLsn, isLsn } from '../source/position.js';
 import { prepareEvent, splitBySize, uuidv5, type PreparedEvent } from './encoding.js';
-import { appendEncoded, supportsEncodedAppend } from './v2-append.js';
+import { createH2AppendTransport, isInsecureConnectionString } from './h2-append.js';
+import { appendEncoded, supportsEncodedAppend, type EncodedStreamAppend } from './v2-append.js';
 import { OversizedEventError, SinkError, StreamConflictError, type StreamConflictDetails } from './errors.js';
 import type { AppendOutcome, KurrentDBSink, SinkBatch, SinkEvent, SinkMode, SinkPosition, SinkStatus, StreamAppendOutcome } from './index.js';
 import { compareReceipts, compareUnits, receiptAt, receiptUnitMetadata, receiptsComparable, receiptToMetadata, receiptFromMetadata, type Receipt, type ReceiptUnit } from './receipt.js';
@@ -275,6 +276,8 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   const client = KurrentDBClient.connectionString(config.connectionString);
   /** Multi-stream appends with records encoded once, by hand (v2-append.ts); else the client's own. */
   const encoded = supportsEncodedAppend(client);
+  /** On plain-text connections the encoded requests go as one HTTP/2 write per call (h2-append.ts). */
+  const h2 = encoded && isInsecureConnectionString(config.connectionString) ? createH2AppendTransport(client) : null;
   let reader = KurrentDBClient.connectionString(config.connectionString);
   let readerSuspect = false;
   // Optimistic first touch (no tail read): a stream not in the cache is appended to with
@@ -716,7 +719,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
         try {
           const result = await retrying('multi-stream-append', { streams: chunk.map((plan) => plan.stream), events: eventCount }, () =>
             encoded
-              ? appendEncoded(client, requests.map((r) => ({ streamName: r.streamName, expectedState: r.expectedState, records: r.events.map((event) => event.record) })))
+              ? (h2 ? h2.append.bind(h2) : (r: EncodedStreamAppend[]) => appendEncoded(client, r))(requests.map((r) => ({ streamName: r.streamName, expectedState: r.expectedState, records: r.events.map((event) => event.record) })))
               : client.multiStreamAppend(requests.map((r): AppendStreamRequest => ({ streamName: r.streamName, expectedState: r.expectedState, events: r.events.map((event) => event.eventData) }))),
           );
           const answer = classify(result.position);
@@ -812,7 +815,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
         kind: 'snapshot',
         assembler: config.assembler,
         ...source,
-        lsn: formatLsn(parseLsn(position.lsn)),
+        lsn: canonicalLsn(position.lsn),
         generation: position.snapshotGeneration,
         sequence: position.sequence,
         table: position.table,
@@ -821,7 +824,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     }
     if (typeof position.commitLsn !== 'string' || !isLsn(position.commitLsn)) throw invalid(`has a commitLsn that is not a PostgreSQL LSN: ${JSON.stringify(position.commitLsn)}`);
     if (!Number.isInteger(position.xid) || position.xid < 0) throw invalid('needs a non-negative integer xid');
-    return { kind: 'transaction', assembler: config.assembler, ...source, commitLsn: formatLsn(parseLsn(position.commitLsn)), xid: position.xid };
+    return { kind: 'transaction', assembler: config.assembler, ...source, commitLsn: canonicalLsn(position.commitLsn), xid: position.xid };
   }
 
   function checkpointEvent(stream: string, position: SinkPosition, unit: ReceiptUnit): PreparedEvent {
@@ -999,6 +1002,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     }
   } catch (error) {
     closed = true;
+    h2?.close();
     await Promise.allSettled([client.dispose(), reader.dispose()]);
     throw error;
   }
@@ -1045,6 +1049,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       closed = true;
       closing.abort();
       await Promise.all([queue, ...inFlightMany]);
+      h2?.close();
       await Promise.allSettled([client.dispose(), reader.dispose()]);
       streams.clear();
       mustRead.clear();

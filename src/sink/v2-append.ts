@@ -74,7 +74,66 @@ function jsonStringBytes(s: string, utf8Bytes: number): number {
  * event's metadata JSON), computed from the byte lengths the encoding needs anyway instead of
  * serializing the properties once more.
  */
-export function encodeAppendRecordSized(id: string, type: string, data: Buffer, properties: Readonly<Record<string, string>>): { record: Buffer; size: number } {
+export function encodeAppendRecordSized(id: string, type: string, data: Buffer | string, properties: Readonly<Record<string, string>>): { record: Buffer; size: number } {
+  return encodePlain(id, type, data, properties) ?? encodeGeneral(id, type, typeof data === 'string' ? Buffer.from(data, 'utf8') : data, properties);
+}
+
+/** Printable ASCII without `"` and `\\`: one byte per character in UTF-8, JSON-quoted as itself. */
+const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
+/** A varint as a Latin-1 string (each char one byte). */
+function varintText(n: number): string {
+  if (n < 0x80) return String.fromCharCode(n);
+  let s = '';
+  while (n >= 0x80) {
+    s += String.fromCharCode((n % 128) | 0x80);
+    n = Math.floor(n / 128);
+  }
+  return s + String.fromCharCode(n);
+}
+
+/** Per property key: its encoded `key` field (tag 1, length, bytes), or null when the key is not plain. */
+const plainKeys = new Map<string, string | null>();
+
+function plainKeyField(key: string): string | null {
+  let field = plainKeys.get(key);
+  if (field === undefined) {
+    field = PLAIN.test(key) ? `\x0a${varintText(key.length)}${key}` : null;
+    if (plainKeys.size < 4096) plainKeys.set(key, field);
+  }
+  return field;
+}
+
+/**
+ * The common case, fast: when id, type and every property are plain ASCII, the record up to its
+ * data is built as one Latin-1 string (byte = char) and written with one call; lengths are
+ * string lengths. Null when something is not plain (then the general encoder runs).
+ */
+function encodePlain(id: string, type: string, data: Buffer | string, properties: Readonly<Record<string, string>>): { record: Buffer; size: number } | null {
+  if (!PLAIN.test(id) || !PLAIN.test(type)) return null;
+  // `{` + `"$schema.name":<type>,"$schema.format":"Json"` + `}`, and per property `"k":"v",`.
+  let json = 2 + 15 + type.length + 2 + 1 + 17 + 6;
+  let head = `\x0a${varintText(id.length)}${id}`;
+  for (const key in properties) {
+    const value = properties[key]!;
+    const keyField = plainKeyField(key);
+    if (keyField === null || typeof value !== 'string' || !PLAIN.test(value)) return null;
+    const valueLength = fieldSize(value.length); // Value { string_value = 3 }
+    head += `\x12${varintText(keyField.length + fieldSize(valueLength))}${keyField}\x12${varintText(valueLength)}\x1a${varintText(value.length)}${value}`;
+    json += key.length + value.length + 6;
+  }
+  const schemaLength = 2 + fieldSize(type.length);
+  head += `\x1a${varintText(schemaLength)}\x08${String.fromCharCode(SCHEMA_FORMAT_JSON)}\x12${varintText(type.length)}${type}`;
+  const dataLength = typeof data === 'string' ? Buffer.byteLength(data, 'utf8') : data.length;
+  head += `\x22${varintText(dataLength)}`;
+  const buffer = Buffer.allocUnsafe(head.length + dataLength);
+  let o = buffer.write(head, 0, 'latin1');
+  o += typeof data === 'string' ? buffer.write(data, o, 'utf8') : data.copy(buffer, o);
+  if (o !== buffer.length) throw new Error(`encodeAppendRecordSized: wrote ${o} of ${buffer.length} bytes`);
+  return { record: buffer, size: dataLength + json + type.length };
+}
+
+function encodeGeneral(id: string, type: string, data: Buffer, properties: Readonly<Record<string, string>>): { record: Buffer; size: number } {
   const idLength = Buffer.byteLength(id, 'utf8');
   const typeLength = Buffer.byteLength(type, 'utf8');
   const entries: [number, number][] = [];

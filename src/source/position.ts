@@ -31,9 +31,27 @@ export function parseLsn(lsn: Lsn): bigint {
 /** `0x16B374D848n` → `'16/B374D848'`, the form PostgreSQL 17 prints. */
 export function formatLsn(value: bigint): Lsn {
   if (value < 0n || value > 0xffff_ffff_ffff_ffffn) throw new RangeError(`LSN out of range: ${value}`);
-  const hi = value >> 32n;
-  const lo = value & 0xffff_ffffn;
+  return lsnFromHalves(Number(value >> 32n), Number(value & 0xffff_ffffn));
+}
+
+/** The LSN whose high and low 32 bits are `hi` and `lo` (unsigned), as PostgreSQL 17 prints it. */
+export function lsnFromHalves(hi: number, lo: number): Lsn {
   return `${hi.toString(16).toUpperCase()}/${lo.toString(16).toUpperCase()}`;
+}
+
+/** Reads the 64-bit LSN at `offset` of a protocol message as text (hot: every WAL message; no bigint). */
+export function readLsnAt(buffer: Buffer, offset: number): Lsn {
+  return lsnFromHalves(buffer.readUInt32BE(offset), buffer.readUInt32BE(offset + 4));
+}
+
+/** An LSN already in PostgreSQL's own form: upper-case hex, no leading zeros. */
+const CANONICAL_LSN = /^(?:0|[1-9A-F][0-9A-F]{0,7})\/(?:0|[1-9A-F][0-9A-F]{0,7})$/;
+
+/** `lsn` in the form PostgreSQL 17 prints (`0/0a` → `0/A`); throws a `RangeError` on anything that is not an LSN. */
+export function canonicalLsn(lsn: Lsn): Lsn {
+  if (typeof lsn === 'string' && CANONICAL_LSN.test(lsn)) return lsn;
+  const [hi, lo] = halves(lsn);
+  return lsnFromHalves(hi, lo);
 }
 
 /** Negative, zero or positive, like `Array.prototype.sort` wants. */
@@ -55,7 +73,7 @@ export function lsnDistance(from: Lsn, to: Lsn): number {
 
 /** Reads the 64-bit LSN at `offset` of a protocol message. */
 export function readLsn(buffer: Buffer, offset: number): Lsn {
-  return formatLsn(buffer.readBigUInt64BE(offset));
+  return readLsnAt(buffer, offset);
 }
 
 const CHECKPOINT_VERSION = 'v1';
@@ -73,24 +91,33 @@ export interface PositionParts {
  * are `[a-z0-9_]` (PostgreSQL's rule), so `:` never appears inside a field.
  */
 export function encodeCheckpoint(parts: PositionParts): string {
-  if (!/^\d+$/.test(parts.systemId)) throw new RangeError(`systemId must be a decimal string: ${parts.systemId}`);
+  return checkpointOf(parts, canonicalLsn(parts.commitLsn));
+}
+
+/** The last system and slot that passed the checks: a source makes one position per transaction, all with the same two. */
+let checkedSource: { systemId: string; slot: string } = { systemId: '', slot: '' };
+
+function checkpointOf(parts: PositionParts, commitLsn: Lsn): string {
+  if (parts.systemId !== checkedSource.systemId || parts.slot !== checkedSource.slot) {
+    if (!/^\d+$/.test(parts.systemId)) throw new RangeError(`systemId must be a decimal string: ${parts.systemId}`);
+    if (!/^[a-z0-9_]+$/.test(parts.slot)) throw new RangeError(`slot name must match [a-z0-9_]+: ${parts.slot}`);
+    checkedSource = { systemId: parts.systemId, slot: parts.slot };
+  }
   if (!Number.isInteger(parts.timeline) || parts.timeline < 1) throw new RangeError(`timeline must be a positive integer: ${parts.timeline}`);
-  if (!/^[a-z0-9_]+$/.test(parts.slot)) throw new RangeError(`slot name must match [a-z0-9_]+: ${parts.slot}`);
   if (!Number.isInteger(parts.xid) || parts.xid < 0 || parts.xid > 0xffff_ffff) throw new RangeError(`xid must be a 32-bit unsigned integer: ${parts.xid}`);
-  const commitLsn = formatLsn(parseLsn(parts.commitLsn));
-  return [CHECKPOINT_VERSION, parts.systemId, String(parts.timeline), parts.slot, commitLsn, String(parts.xid)].join(':');
+  return `${CHECKPOINT_VERSION}:${parts.systemId}:${parts.timeline}:${parts.slot}:${commitLsn}:${parts.xid}`;
 }
 
 /** Builds a {@link SourcePosition} with its checkpoint string. */
 export function makeSourcePosition(parts: PositionParts): SourcePosition {
-  const checkpoint = encodeCheckpoint(parts);
+  const commitLsn = canonicalLsn(parts.commitLsn);
   return {
     systemId: parts.systemId,
     timeline: parts.timeline,
     slot: parts.slot,
-    commitLsn: formatLsn(parseLsn(parts.commitLsn)),
+    commitLsn,
     xid: parts.xid,
-    checkpoint,
+    checkpoint: checkpointOf(parts, commitLsn),
   };
 }
 

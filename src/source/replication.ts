@@ -19,7 +19,7 @@ import pg from 'pg';
 import { EventAssemblerError } from '../errors.js';
 import { createPgoutputDecoder } from './pgoutput/decoder.js';
 import type { PgoutputMessage } from './pgoutput/messages.js';
-import { formatLsn, parseLsn } from './position.js';
+import { formatLsn, parseLsn, readLsnAt } from './position.js';
 import type { Lsn } from './types.js';
 
 /** Reply requests for the same position within this window that mean "the walsender is shutting down". */
@@ -230,7 +230,7 @@ export function createReplicationStream(options: ReplicationStreamOptions): Repl
       const message = decode(payload);
       if (walEnd > received) received = walEnd;
       if (walStart > received) received = walStart;
-      options.onMessage(message, formatLsn(walStart), payload.length);
+      options.onMessage(message, readLsnAt(chunk, 1), payload.length);
     } else if (kind === 0x6b /* k */) {
       const walEnd = chunk.readBigUInt64BE(1);
       const replyRequested = chunk.readUInt8(17) === 1;

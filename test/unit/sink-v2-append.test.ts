@@ -20,15 +20,21 @@ describe('v2 AppendRequest encoding', () => {
     { a: 'b' },
     { 'source.commitLsn': '0/1A2B3C', contract: 'InvoiceIssued@2', 'receipt.ordinal': '0' },
     { 'quote"key': 'back\\slash', ctl: 'tab\there\u0001', 'ünï': 'cödé 日本 🙂', lone: 'x\ud800y', long: 'x'.repeat(300) },
+    // Plain ASCII (the fast path) with lengths that need two-byte varints at every level.
+    { 'source.commitLsn': '0/1A', long: 'y'.repeat(200), ['k'.repeat(130)]: 'v', huge: 'z'.repeat(20_000) },
   ];
 
   it('round-trips through the generated protobuf classes and counts the size a multi-stream append counts', () => {
     for (const [i, properties] of samples.entries()) {
-      const type = i === 3 ? 'Tÿpe"1' : 'InvoiceIssued';
+      const type = i === 3 ? 'Tÿpe"1' : i === 4 ? 'T'.repeat(140) : 'InvoiceIssued';
       const data = Buffer.from(JSON.stringify({ n: i, text: 'ü'.repeat(i * 50) }), 'utf8');
       const id = `6f1c8e2a-3b7d-4c59-9a0e-5d2b8f4c1e7${i}`;
       const { record, size } = encodeAppendRecordSized(id, type, data, properties);
       expect(size).toBe(multiStreamRecordSize(type, data.toString('utf8'), properties));
+      // Data given as its JSON text encodes to the same bytes.
+      const fromText = encodeAppendRecordSized(id, type, data.toString('utf8'), properties);
+      expect(fromText.size).toBe(size);
+      expect(fromText.record.equals(record)).toBe(true);
       for (const expected of [5n, 'no_stream', 'any', 'stream_exists', 123456789012n] as const) {
         const bytes = encodeAppendRequest(`invoice-${i}`, expected, [record, record]);
         const request = v2StreamsPb.AppendRequest.deserializeBinary(bytes);

@@ -3,12 +3,13 @@
 // integration tests; production uses a real KurrentDB.
 import * as grpc from '@grpc/grpc-js';
 import * as net from 'node:net';
+import type * as http2 from 'node:http2';
 import { createWritePath, type InjectedFailureKind, type InjectedFailureOptions, type ServerContext } from './context.js';
 import { serverFeaturesGrpc, streamsGrpc, v2StreamsGrpc } from './proto.js';
 import { createServerFeaturesService } from './server-features-service.js';
 import { createEventStore } from './store.js';
 import { createStreamsService } from './streams-service.js';
-import { createStreamsV2Service, streamsV2ServiceDefinition } from './streams-v2-service.js';
+import { APPEND_SESSION_PATH, createStreamsV2Service, serveAppendSession, streamsV2ServiceDefinition } from './streams-v2-service.js';
 
 export interface InMemoryKurrentDBOptions {
   /** Port on 127.0.0.1. Default: a free port chosen by the OS. */
@@ -83,6 +84,29 @@ export interface InMemoryKurrentDB {
 }
 
 /**
+ * Serves AppendSession off the HTTP/2 stream (`serveAppendSession`) instead of through grpc-js's
+ * per-message machinery; every other path goes to grpc-js as before. Relies on grpc-js keeping
+ * its HTTP/2 servers in `http2Servers` and handling them on 'stream' (1.x): when that is not so,
+ * AppendSession stays with the grpc-js handler — slower, the same answers.
+ */
+function routeAppendSession(server: grpc.Server, context: ServerContext): void {
+  const servers = (server as unknown as { http2Servers?: Map<http2.Http2Server, unknown> }).http2Servers;
+  if (!(servers instanceof Map)) return;
+  for (const h2 of servers.keys()) {
+    const grpcHandlers = h2.listeners('stream') as ((...args: unknown[]) => void)[];
+    if (grpcHandlers.length === 0) continue;
+    h2.removeAllListeners('stream');
+    h2.on('stream', (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, ...rest: unknown[]) => {
+      if (headers[':path'] === APPEND_SESSION_PATH && String(headers['content-type'] ?? '').startsWith('application/grpc')) {
+        serveAppendSession(context, stream);
+        return;
+      }
+      for (const handler of grpcHandlers) handler.call(h2, stream, headers, ...rest);
+    });
+  }
+}
+
+/**
  * A listening loopback socket whose connections are handed to the gRPC server. Owning the sockets
  * lets `stop()` drop them the way a crashed process does (the client sees UNAVAILABLE, "connection
  * dropped"), instead of grpc-js's graceful shutdown that cancels calls one by one (CANCELLED).
@@ -149,7 +173,9 @@ export async function startInMemoryKurrentDB(options: InMemoryKurrentDBOptions =
     server.addService(streamsGrpc.StreamsService, streamsService);
     server.addService(serverFeaturesGrpc.ServerFeaturesService, createServerFeaturesService(features));
     if (features.multiStreamAppend) server.addService(streamsV2ServiceDefinition(v2StreamsGrpc.StreamsServiceService), createStreamsV2Service(context));
-    const listening = await listenOn(port, server.createConnectionInjector(grpc.ServerCredentials.createInsecure()));
+    const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+    if (features.multiStreamAppend) routeAppendSession(server, context);
+    const listening = await listenOn(port, injector);
     port = listening.port;
     running = { server, drop: listening.drop };
   }

@@ -3,7 +3,8 @@
 // (StreamsService.AppendSessionCommand, AppendRecordExtensions, ApiErrors), and
 // KurrentDB.Core/Data/EventRecord.cs for how record properties read back as event metadata.
 import { randomUUID } from 'node:crypto';
-import type * as grpc from '@grpc/grpc-js';
+import type http2 from 'node:http2';
+import * as grpc from '@grpc/grpc-js';
 import type { ServerContext } from './context.js';
 import {
   appendRecordSizeExceededError,
@@ -53,31 +54,30 @@ function toProposedEvent(record: DecodedAppendRecord): { event: ProposedEvent; p
   };
 }
 
-export function createStreamsV2Service(context: ServerContext): grpc.UntypedServiceImplementation {
+/**
+ * One AppendSession: requests are added as they arrive (each checked at once, like the server's
+ * command), then `finish` applies them atomically. Shared by the grpc-js handler and the raw
+ * HTTP/2 one below.
+ */
+interface AppendSessionRun {
+  /** Null when accepted; the error that ends the session otherwise. */
+  add(request: DecodedAppendRequest): grpc.ServerErrorResponse | null;
+  finish(): Promise<v2StreamsPb.AppendSessionResponse>;
+}
+
+function startAppendSession(context: ServerContext): AppendSessionRun {
   const { store } = context;
-
-  function appendSession(
-    call: grpc.ServerReadableStream<DecodedAppendRequest, v2StreamsPb.AppendSessionResponse>,
-    callback: grpc.sendUnaryData<v2StreamsPb.AppendSessionResponse>,
-  ): void {
-    const requests: AppendRequest[] = [];
-    const seen = new Set<string>();
-    let totalSize = 0;
-    let eventCount = 0;
-    let failed = false;
-    const fail = (error: grpc.ServerErrorResponse) => {
-      if (failed) return;
-      failed = true;
-      callback(error);
-    };
-
-    call.on('data', (request: DecodedAppendRequest) => {
-      if (failed) return;
+  const requests: AppendRequest[] = [];
+  const seen = new Set<string>();
+  let totalSize = 0;
+  let eventCount = 0;
+  return {
+    add(request) {
       const streamName = request.stream;
       // "Temporary limitation": each stream at most once per session, compared case-insensitively
       // (AppendRequestComparer uses OrdinalIgnoreCase).
       const key = streamName.toLowerCase();
-      if (seen.has(key)) return fail(streamAlreadyInAppendSessionError(streamName));
+      if (seen.has(key)) return streamAlreadyInAppendSessionError(streamName);
       seen.add(key);
 
       const events: ProposedEvent[] = [];
@@ -86,53 +86,149 @@ export function createStreamsV2Service(context: ServerContext): grpc.UntypedServ
         // AppendRecordExtensions.CalculateSizeOnDisk: data + properties + schema name.
         const recordSize = event.data.length + propertiesSize + Buffer.byteLength(event.type);
         if (recordSize > context.maxAppendEventSize) {
-          return fail(appendRecordSizeExceededError(streamName, event.id, recordSize, context.maxAppendEventSize));
+          return appendRecordSizeExceededError(streamName, event.id, recordSize, context.maxAppendEventSize);
         }
         totalSize += recordSize;
         eventCount += 1;
         if (totalSize > context.maxAppendSize) {
-          return fail(appendTransactionSizeExceededError(eventCount, totalSize, context.maxAppendSize));
+          return appendTransactionSizeExceededError(eventCount, totalSize, context.maxAppendSize);
         }
         events.push(event);
       }
       // No expected revision means "any" (ExpectedRevisionOrAny).
       const expected = request.expectedRevision ?? ExpectedVersion.Any;
       requests.push({ streamName, expectedRevision: expected, events });
+      return null;
+    },
+    async finish() {
+      if (requests.length === 0) throw appendSessionNoRequestsError();
+      const result = await context.applyWrite(() => store.append(requests), requests.map((r) => r.streamName));
+      if (!result.ok) {
+        // AppendSessionCommand.MapToError names the first consistency failure only: StreamDeleted
+        // (for the whole write) becomes StreamTombstoned, WrongExpectedVersion a revision conflict.
+        const first = result.streams[0]!;
+        if (result.failure === 'stream_deleted') throw streamTombstonedError(first.streamName);
+        const actual = first.kind === 'wrong_expected_version' ? first.currentRevision : -1n;
+        const expected = requests.find((r) => r.streamName === first.streamName)?.expectedRevision ?? ExpectedVersion.Any;
+        throw streamRevisionConflictError(first.streamName, expected, actual);
+      }
+      const response = new v2StreamsPb.AppendSessionResponse();
+      for (const stream of result.streams) {
+        if (stream.kind !== 'ok') continue;
+        const output = new v2StreamsPb.AppendResponse();
+        output.setStream(stream.streamName);
+        output.setStreamRevision(stream.currentRevision.toString());
+        response.addOutput(output);
+      }
+      response.setPosition((result.position ?? -1n).toString());
+      return response;
+    },
+  };
+}
+
+export function createStreamsV2Service(context: ServerContext): grpc.UntypedServiceImplementation {
+  function appendSession(
+    call: grpc.ServerReadableStream<DecodedAppendRequest, v2StreamsPb.AppendSessionResponse>,
+    callback: grpc.sendUnaryData<v2StreamsPb.AppendSessionResponse>,
+  ): void {
+    const run = startAppendSession(context);
+    let failed = false;
+    const fail = (error: grpc.ServerErrorResponse) => {
+      if (failed) return;
+      failed = true;
+      callback(error);
+    };
+    call.on('data', (request: DecodedAppendRequest) => {
+      if (failed) return;
+      const error = run.add(request);
+      if (error) fail(error);
     });
     call.on('error', () => {
       failed = true;
     });
     call.on('end', () => {
       if (failed) return;
-      if (requests.length === 0) return fail(appendSessionNoRequestsError());
-      context
-        .applyWrite(() => store.append(requests), requests.map((r) => r.streamName))
-        .then((result) => {
-          if (!result.ok) {
-            // AppendSessionCommand.MapToError names the first consistency failure only: StreamDeleted
-            // (for the whole write) becomes StreamTombstoned, WrongExpectedVersion a revision conflict.
-            const first = result.streams[0]!;
-            if (result.failure === 'stream_deleted') return fail(streamTombstonedError(first.streamName));
-            const actual = first.kind === 'wrong_expected_version' ? first.currentRevision : -1n;
-            const expected = requests.find((r) => r.streamName === first.streamName)?.expectedRevision ?? ExpectedVersion.Any;
-            return fail(streamRevisionConflictError(first.streamName, expected, actual));
-          }
-          const response = new v2StreamsPb.AppendSessionResponse();
-          for (const stream of result.streams) {
-            if (stream.kind !== 'ok') continue;
-            const output = new v2StreamsPb.AppendResponse();
-            output.setStream(stream.streamName);
-            output.setStreamRevision(stream.currentRevision.toString());
-            response.addOutput(output);
-          }
-          response.setPosition((result.position ?? -1n).toString());
-          callback(null, response);
-        })
-        .catch((error: grpc.ServerErrorResponse) => fail(error));
+      run.finish().then((response) => callback(null, response), (error: grpc.ServerErrorResponse) => fail(error));
     });
   }
 
   return { appendSession };
+}
+
+/** The HTTP/2 path of AppendSession. */
+export const APPEND_SESSION_PATH = '/kurrentdb.protocol.v2.streams.StreamsService/AppendSession';
+
+/**
+ * AppendSession served straight off the HTTP/2 stream: gRPC frames parsed as they arrive, the
+ * answer written as one DATA frame and trailers (or trailers only, for an error). grpc-js's
+ * server handles each message of a client stream through several promise and stream hops —
+ * about 0.1 ms of CPU per message here, and a multi-stream append is one message per stream.
+ * Same checks, same errors, same write path (latency, fault injection) as the grpc-js handler.
+ */
+export function serveAppendSession(context: ServerContext, stream: http2.ServerHttp2Stream): void {
+  const run = startAppendSession(context);
+  let pending: Buffer = Buffer.alloc(0);
+  let answered = false;
+  const answerError = (error: grpc.ServerErrorResponse): void => {
+    if (answered) return;
+    answered = true;
+    if (stream.destroyed || stream.closed) return;
+    const trailers = error.metadata ? error.metadata.toHttp2Headers() : {};
+    stream.respond(
+      {
+        ':status': 200,
+        'content-type': 'application/grpc',
+        ...trailers,
+        'grpc-status': String(error.code ?? grpc.status.UNKNOWN),
+        'grpc-message': encodeURIComponent(error.details ?? error.message),
+      },
+      { endStream: true },
+    );
+  };
+  const answer = (response: v2StreamsPb.AppendSessionResponse): void => {
+    if (answered) return;
+    answered = true;
+    if (stream.destroyed || stream.closed) return;
+    const message = Buffer.from(response.serializeBinary());
+    const framed = Buffer.allocUnsafe(5 + message.length);
+    framed[0] = 0;
+    framed.writeUInt32BE(message.length, 1);
+    message.copy(framed, 5);
+    stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+    stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
+    stream.end(framed);
+  };
+  stream.on('error', () => {
+    answered = true; // the connection is gone: nobody to answer
+  });
+  stream.on('data', (chunk: Buffer) => {
+    if (answered) return;
+    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+    while (pending.length >= 5) {
+      if (pending[0] !== 0) return answerError(Object.assign(new Error('compressed messages are not served'), { code: grpc.status.UNIMPLEMENTED, details: 'compressed messages are not served', metadata: new grpc.Metadata() }));
+      const length = pending.readUInt32BE(1);
+      if (pending.length < 5 + length) break;
+      const bytes = pending.subarray(5, 5 + length);
+      pending = pending.subarray(5 + length);
+      let request: DecodedAppendRequest;
+      try {
+        request = decodeAppendRequest(bytes);
+      } catch (error) {
+        const details = `could not decode AppendRequest: ${(error as Error).message}`;
+        return answerError(Object.assign(new Error(details), { code: grpc.status.INTERNAL, details, metadata: new grpc.Metadata() }));
+      }
+      const error = run.add(request);
+      if (error) return answerError(error);
+    }
+  });
+  stream.on('end', () => {
+    if (answered) return;
+    if (pending.length > 0) {
+      const details = `the request ended inside a message (${pending.length} bytes left)`;
+      return answerError(Object.assign(new Error(details), { code: grpc.status.INTERNAL, details, metadata: new grpc.Metadata() }));
+    }
+    run.finish().then(answer, (error: grpc.ServerErrorResponse) => answerError(error));
+  });
 }
 
 /**

@@ -1,0 +1,22 @@
+import { randomUUID } from 'node:crypto';
+import { createKurrentDBSink } from '../src/sink/index.js';
+import type { SinkBatch } from '../src/sink/index.js';
+import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
+const server = await startKurrentDBProcess(0);
+const sink = await createKurrentDBSink({ connectionString: server.connectionString, assembler: 'sinkbench', checkpointStream: false });
+const unit = (n: number): SinkBatch => ({
+  position: { checkpoint: `v1:7391029384756102938:1:slot:0/${(0x1000000 + n * 0x200).toString(16).toUpperCase()}:${n}`, commitLsn: `0/${(0x1000000 + n * 0x200).toString(16).toUpperCase()}`, xid: 1000 + n, systemId: '7391029384756102938' },
+  events: [{ id: randomUUID(), stream: `invoice-b${n}`, type: 'InvoiceDrafted', data: { n }, metadata: { a: 'b' } }],
+});
+let stop = false;
+const burn = Number(process.env.BURN ?? 0);
+if (burn > 0) { const spin = () => { const t = performance.now(); while (performance.now() - t < burn); if (!stop) setImmediate(spin); }; spin(); }
+let n = 0;
+for (const streams of [1, 16, 64, 256]) {
+  const t0 = performance.now();
+  for (let r = 0; r < 5; r++) await sink.appendMany(Array.from({ length: streams }, () => unit(n++)));
+  console.log(`burn ${burn} ms/turn: ${streams} streams per call: ${((performance.now() - t0) / 5).toFixed(1)} ms per call`);
+}
+stop = true;
+await sink.close();
+await server.stop();
