@@ -2,6 +2,7 @@
 // raw reader vs source-only vs null-sink vs in-memory KurrentDB on the same pre-written WAL,
 // small enough to iterate on (default 20,000 transactions). For CPU profiles:
 //   EA_BENCH_ONLY=source node --cpu-prof --cpu-prof-dir=.tmp/prof --import tsx bench/front.bench.ts
+import { PerformanceObserver } from 'node:perf_hooks';
 import { startEmbeddedPostgres } from '../src/testing/postgres.js';
 import { createBenchDatabase, PUBLICATION, writeInvoicesBulk } from './lib/invoicing-db.js';
 import { drainPipeline, nullSink } from './lib/pipeline-run.js';
@@ -18,26 +19,35 @@ try {
   await db.createSlots(['raw', 'source', 'nullsink', 'mem0', 'mem2']);
   await writeInvoicesBulk(db, N);
   const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
+  let gcMs = 0;
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) gcMs += entry.duration;
+  }).observe({ entryTypes: ['gc'] });
   let elu = performance.eventLoopUtilization();
   const perTx = (ms: number) => {
     const now = performance.eventLoopUtilization();
     const busy = performance.eventLoopUtilization(now, elu).utilization;
     elu = now;
-    return `${Math.round((ms * 1000) / N)} µs CPU/tx in this process, event loop ${Math.round(busy * 100)}% busy`;
+    const gc = gcMs;
+    gcMs = 0;
+    return `${Math.round((ms * 1000) / N)} µs CPU/tx in this process, event loop ${Math.round(busy * 100)}% busy, GC pauses ${Math.round((gc * 1000) / N)} µs/tx`;
   };
   let c0 = cpu();
   elu = performance.eventLoopUtilization();
+  gcMs = 0;
   const raw = await drainRaw(db.connection, 'raw', PUBLICATION, N, N);
   console.log(`raw: ${raw.seconds.toFixed(2)} s, ${Math.round(N / raw.seconds)} tx/s, ${perTx(cpu() - c0)}`);
   if (ONLY.includes('source')) {
     c0 = cpu();
     elu = performance.eventLoopUtilization();
+    gcMs = 0;
     const src = await drainSourceOnly(db.connection, 'source', PUBLICATION, N, N);
     console.log(`source only: ${src.seconds.toFixed(2)} s, ${Math.round(N / src.seconds)} tx/s, ratio ${(raw.seconds / src.seconds).toFixed(2)}, ${perTx(cpu() - c0)}`);
   }
   if (ONLY.includes('null')) {
     c0 = cpu();
     elu = performance.eventLoopUtilization();
+    gcMs = 0;
     const r = await drainPipeline({ captureUrl, slot: 'nullsink', publication: PUBLICATION, sink: nullSink }, raw.markLsn, raw.lastEndLsn);
     console.log(`null sink: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}, ${perTx(cpu() - c0)}`);
   }
@@ -47,6 +57,7 @@ try {
     try {
       c0 = cpu();
       elu = performance.eventLoopUtilization();
+      gcMs = 0;
     elu = performance.eventLoopUtilization();
       const r = await drainPipeline({ captureUrl, slot, publication: PUBLICATION, destination: kurrent.connectionString }, raw.markLsn, raw.lastEndLsn);
       console.log(`in-memory ${latency} ms: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}, ${r.events} events, ${JSON.stringify(r.batching)}, ${perTx(cpu() - c0)}`);

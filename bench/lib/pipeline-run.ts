@@ -78,7 +78,7 @@ export async function drainPipeline(target: PipelineTarget, markLsn: string, las
       if (acked && markSeconds === 0 && compareLsn(acked, markLsn) >= 0) markSeconds = elapsed();
       if (acked && compareLsn(acked, lastEndLsn) >= 0) break;
       if (Date.now() > deadline) throw new Error(`assembler on ${target.slot}: acknowledged ${acked} of ${lastEndLsn} within ${timeoutMs} ms`);
-      await new Promise((resolve) => setTimeout(resolve, 2));
+      await new Promise((resolve) => setTimeout(resolve, 10));
     }
     const seconds = elapsed();
     if (markSeconds === 0) markSeconds = seconds;

@@ -66,10 +66,33 @@ export interface ChangeEventIdParts {
 }
 
 export function changeEventId(parts: ChangeEventIdParts): string {
-  return uuidv5(
-    JSON.stringify(['change', parts.assembler, parts.sourceIdentity, parts.commitLsn, parts.xid, parts.mapper, parts.ordinal]),
-    EVENT_ASSEMBLER_NAMESPACE,
-  );
+  return uuidv5(changeEventIdName(parts), EVENT_ASSEMBLER_NAMESPACE);
+}
+
+/** JSON-quoted strings that repeat on every event (assembler, source, mapper): quoted once. */
+const quoted = new Map<string, string>();
+function quote(s: string): string {
+  let q = quoted.get(s);
+  if (q === undefined) {
+    q = JSON.stringify(s);
+    if (quoted.size < 1024) quoted.set(s, q);
+  }
+  return q;
+}
+
+/** An LSN needs no JSON escaping (hex digits and a slash), nor do integers. */
+const LSN_TEXT = /^[0-9A-Fa-f]{1,8}\/[0-9A-Fa-f]{1,8}$/;
+
+/**
+ * The name hashed for a change event id: exactly `JSON.stringify(['change', assembler,
+ * sourceIdentity, commitLsn, xid, mapper, ordinal])` (the published ids depend on it), built
+ * from cached pieces on the hot path.
+ */
+export function changeEventIdName(parts: ChangeEventIdParts): string {
+  if (!LSN_TEXT.test(parts.commitLsn) || !Number.isSafeInteger(parts.xid) || !Number.isSafeInteger(parts.ordinal)) {
+    return JSON.stringify(['change', parts.assembler, parts.sourceIdentity, parts.commitLsn, parts.xid, parts.mapper, parts.ordinal]);
+  }
+  return `["change",${quote(parts.assembler)},${quote(parts.sourceIdentity)},"${parts.commitLsn}",${parts.xid},${quote(parts.mapper)},${parts.ordinal}]`;
 }
 
 /** Identifying parts of an event mapped from a snapshot record. */

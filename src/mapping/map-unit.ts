@@ -81,6 +81,13 @@ export function correlationId(unit: SourceUnit, context: MapContext): string {
   return `${context.sourceIdentity}:snapshot:${unit.snapshotGeneration}:${unit.table}:${keyDigest}`;
 }
 
+/** The distinct values of one field of the changes, sorted, comma-separated (most units: one or two values). */
+function distinctSorted(visible: readonly VisibleChange[], field: 'table' | 'op'): string {
+  const values: string[] = [];
+  for (const change of visible) if (!values.includes(change[field])) values.push(change[field]);
+  return values.length === 1 ? values[0]! : values.sort().join(',');
+}
+
 /** Metadata describing the unit as one mapper saw it (shared by its events and its failed records). */
 function sourceMetadata(unit: SourceUnit, visible: readonly VisibleChange[], context: MapContext, mapper: string): Record<string, string> {
   const metadata: Record<string, string> = {};
@@ -94,8 +101,8 @@ function sourceMetadata(unit: SourceUnit, visible: readonly VisibleChange[], con
     metadata['origin'] = 'snapshot';
     metadata['snapshot.generation'] = unit.snapshotGeneration;
   }
-  metadata['source.tables'] = [...new Set(visible.map((c) => c.table))].sort().join(',');
-  metadata['source.operations'] = [...new Set(visible.map((c) => c.op))].sort().join(',');
+  metadata['source.tables'] = distinctSorted(visible, 'table');
+  metadata['source.operations'] = distinctSorted(visible, 'op');
   metadata['$correlationId'] = correlationId(unit, context);
   metadata['mapper'] = mapper;
   metadata['assembler'] = context.assembler;
@@ -242,14 +249,14 @@ export function mapUnit(mappers: readonly AnyMapper[], unit: SourceUnit, context
     const source = sourceMetadata(unit, visible, context, mapper);
     checked.forEach(({ event, entity }, ordinal) => {
       const metadata: Record<string, string> = {};
-      for (const [k, v] of Object.entries(event.metadata ?? {})) if (!STANDARD.has(k)) metadata[k] = v;
-      Object.assign(metadata, source, {
-        'entity.type': entity.type,
-        'entity.id': entity.id,
-        contract: `${event.type}@${event.version}`,
-        'transaction.index': String(events.length),
-        'transaction.count': String(count),
-      });
+      const own = event.metadata;
+      if (own) for (const k in own) if (!STANDARD.has(k)) metadata[k] = own[k]!;
+      for (const k in source) metadata[k] = source[k]!;
+      metadata['entity.type'] = entity.type;
+      metadata['entity.id'] = entity.id;
+      metadata['contract'] = `${event.type}@${event.version}`;
+      metadata['transaction.index'] = String(events.length);
+      metadata['transaction.count'] = String(count);
       const id =
         unit.kind === 'transaction'
           ? changeEventId({ assembler: context.assembler, sourceIdentity: context.sourceIdentity, commitLsn: unit.commitLsn, xid: unit.xid, mapper, ordinal })

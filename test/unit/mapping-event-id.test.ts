@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalKey, changeEventId, DNS_NAMESPACE, snapshotEventId, uuidv5 } from '../../src/mapping/event-id.js';
+import { canonicalKey, changeEventId, changeEventIdName, DNS_NAMESPACE, EVENT_ASSEMBLER_NAMESPACE, snapshotEventId, uuidv5 } from '../../src/mapping/event-id.js';
 import { defineMapper, mapUnit } from '../../src/mapping/index.js';
 import { insert, snapshotRecord, transaction } from '../../src/testing/mapper-kit.js';
 
@@ -20,12 +20,35 @@ describe('uuidv5', () => {
     expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
   });
 
+  it('gives the ids published before the one-shot hash (all four variant digits, long and non-ASCII names)', () => {
+    // Computed with the createHash implementation this one replaced; event ids must never change.
+    const ns = EVENT_ASSEMBLER_NAMESPACE;
+    expect(uuidv5('event-assembler', ns)).toBe('4aa0acba-919e-5870-92fa-b2ce84e0a56e');
+    expect(uuidv5('InvoiceIssued', ns)).toBe('71a39379-b086-5886-ae85-11978590d533');
+    expect(uuidv5('x'.repeat(100), ns)).toBe('d38080cb-ae38-5238-87c4-01a537cc3ba0');
+    expect(uuidv5('ünïcödé 日本', ns)).toBe('42ef1310-645e-5c55-824b-9f4af82fb439');
+    expect(changeEventId({ assembler: 'invoicing', sourceIdentity: '7000000000000000001', commitLsn: '0/16B3748', xid: 744, mapper: 'm', ordinal: 0 })).toBe('eae0b097-6717-5419-87ca-602ac4197725');
+  });
+
   it('rejects a namespace that is not a UUID', () => {
     expect(() => uuidv5('x', 'not-a-uuid')).toThrow(/namespace/);
   });
 });
 
 describe('change event ids', () => {
+  it('hash exactly the JSON array of their parts (the cached-pieces name equals JSON.stringify)', () => {
+    const cases = [
+      parts,
+      { ...parts, assembler: 'we"ird\\name', mapper: 'mäpper', ordinal: 12 },
+      { ...parts, commitLsn: '0/a1b' },
+      { ...parts, commitLsn: 'FFFFFFFF/FFFFFFFF', xid: 4294967295 },
+    ];
+    for (const c of cases) {
+      expect(changeEventIdName(c)).toBe(JSON.stringify(['change', c.assembler, c.sourceIdentity, c.commitLsn, c.xid, c.mapper, c.ordinal]));
+      expect(changeEventId(c)).toBe(uuidv5(JSON.stringify(['change', c.assembler, c.sourceIdentity, c.commitLsn, c.xid, c.mapper, c.ordinal]), EVENT_ASSEMBLER_NAMESPACE));
+    }
+  });
+
   it('are identical across replays of the same transaction', () => {
     expect(changeEventId(parts)).toBe(changeEventId({ ...parts }));
   });

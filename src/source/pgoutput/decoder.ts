@@ -103,9 +103,36 @@ export function pgTimestampToIso(hi: number, lo: number): string {
   let ms = hiMs + Math.floor(rest / 1000);
   let micros = rest - Math.floor(rest / 1000) * 1000;
   if (micros < 0) { micros += 1000; ms -= 1; }
-  const iso = new Date(ms + PG_EPOCH_MS).toISOString(); // …T10:00:00.123Z
   const m = micros < 10 ? `00${micros}` : micros < 100 ? `0${micros}` : `${micros}`;
-  return `${iso.slice(0, -1)}${m}Z`;
+  return `${isoMillis(ms + PG_EPOCH_MS)}${m}Z`;
+}
+
+const DAY_MS = 86_400_000;
+/** The UTC day last formatted: its first millisecond and its `YYYY-MM-DDT` (commit times come in order, mostly the same day). */
+let cachedDayStart = Number.NaN;
+let cachedDayPrefix = '';
+
+function pad2(n: number): string {
+  return n < 10 ? `0${n}` : `${n}`;
+}
+
+/** `YYYY-MM-DDTHH:MM:SS.mmm` of a Unix time in ms, as `Date#toISOString` without the `Z` (the date part cached per day). */
+export function isoMillis(unixMs: number): string {
+  const offset = unixMs - cachedDayStart;
+  if (offset >= 0 && offset < DAY_MS) {
+    const h = Math.floor(offset / 3_600_000);
+    const min = Math.floor(offset / 60_000) % 60;
+    const sec = Math.floor(offset / 1000) % 60;
+    const milli = offset % 1000;
+    return `${cachedDayPrefix}${pad2(h)}:${pad2(min)}:${pad2(sec)}.${milli < 10 ? `00${milli}` : milli < 100 ? `0${milli}` : milli}`;
+  }
+  const iso = new Date(unixMs).toISOString();
+  if (iso.length === 24) {
+    // Four-digit years only (the ±YYYYYY forms are not cached).
+    cachedDayStart = unixMs - (((unixMs % DAY_MS) + DAY_MS) % DAY_MS);
+    cachedDayPrefix = iso.slice(0, 11);
+  }
+  return iso.slice(0, -1);
 }
 
 /** `X/Y` text form of a 64-bit LSN given as two unsigned 32-bit halves. */
