@@ -278,6 +278,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   const encoded = supportsEncodedAppend(client);
   /** On plain-text connections the encoded requests go as one HTTP/2 write per call (h2-append.ts). */
   const h2 = encoded && isInsecureConnectionString(config.connectionString) ? createH2AppendTransport(client) : null;
+  const appendTransport = h2 ? 'http2 (one write per call)' : encoded ? 'grpc-js (encoded records)' : 'grpc-js (client)';
   let reader = KurrentDBClient.connectionString(config.connectionString);
   let readerSuspect = false;
   // Optimistic first touch (no tail read): a stream not in the cache is appended to with
@@ -998,7 +999,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       }
       mode = supported === true ? 'multi-stream' : 'per-stream';
       const reason = supported === true ? 'server advertises multi-stream append' : supported === 'unknown' ? 'server features unknown to this client' : 'server does not advertise multi-stream append';
-      logger.info('kurrentdb sink started', { mode, reason, assembler: config.assembler, maxAppendSize: limit, checkpointStream: config.checkpointStream });
+      logger.info('kurrentdb sink started', { mode, reason, transport: mode === 'multi-stream' ? appendTransport : 'grpc-js', assembler: config.assembler, maxAppendSize: limit, checkpointStream: config.checkpointStream });
     }
   } catch (error) {
     closed = true;

@@ -201,13 +201,27 @@ export function serveAppendSession(context: ServerContext, stream: http2.ServerH
   stream.on('error', () => {
     answered = true; // the connection is gone: nobody to answer
   });
-  stream.on('data', (chunk: Buffer) => {
-    if (answered) return;
-    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
-    while (pending.length >= 5) {
+  /** Chunks received and not yet joined (joined once a whole message is there: large records arrive in many chunks). */
+  const chunks: Buffer[] = [];
+  let buffered = 0;
+  /** Bytes the next message needs (header + body), once its header is known. */
+  let needed = 5;
+  /** Parses every whole message received so far; notes how many more bytes the next one needs. */
+  const parse = (): void => {
+    pending = chunks.length === 1 && pending.length === 0 ? chunks[0]! : Buffer.concat([pending, ...chunks]);
+    chunks.length = 0;
+    buffered = 0;
+    for (;;) {
+      if (pending.length < 5) {
+        needed = 5 - pending.length;
+        return;
+      }
       if (pending[0] !== 0) return answerError(Object.assign(new Error('compressed messages are not served'), { code: grpc.status.UNIMPLEMENTED, details: 'compressed messages are not served', metadata: new grpc.Metadata() }));
       const length = pending.readUInt32BE(1);
-      if (pending.length < 5 + length) break;
+      if (pending.length < 5 + length) {
+        needed = 5 + length - pending.length;
+        return;
+      }
       const bytes = pending.subarray(5, 5 + length);
       pending = pending.subarray(5 + length);
       let request: DecodedAppendRequest;
@@ -220,8 +234,16 @@ export function serveAppendSession(context: ServerContext, stream: http2.ServerH
       const error = run.add(request);
       if (error) return answerError(error);
     }
+  };
+  stream.on('data', (chunk: Buffer) => {
+    if (answered) return;
+    chunks.push(chunk);
+    buffered += chunk.length;
+    if (buffered >= needed) parse();
   });
   stream.on('end', () => {
+    if (answered) return;
+    if (buffered > 0) parse();
     if (answered) return;
     if (pending.length > 0) {
       const details = `the request ended inside a message (${pending.length} bytes left)`;
