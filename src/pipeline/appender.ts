@@ -58,7 +58,8 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
   const maxEvents = options.maxBatchEvents ?? 2048;
   if (!(maxConcurrent >= 1 && maxUnits >= 1 && maxEvents >= 1)) throw new RangeError('appender limits must be at least 1');
 
-  let queue: Entry[] = [];
+  /** Entries from `head` on are waiting; those before it were taken (and are cleared, so their events can be collected). */
+  let queue: (Entry | undefined)[] = [];
   let head = 0;
   /** Streams of calls in flight. */
   const busy = new Set<string>();
@@ -105,6 +106,7 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
         if (take.length > 0 && events + entry.batch.events.length > maxEvents) break;
         take.push(entry);
         events += entry.batch.events.length;
+        queue[head] = undefined;
         head += 1;
       }
       if (take.length === 0) break;
@@ -134,7 +136,7 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
         failure ??= error;
         for (const entry of take) entry.reject(error);
         // Nothing queued behind a failed call may run.
-        const rest = queue.slice(head);
+        const rest = queue.slice(head) as Entry[];
         queue = [];
         head = 0;
         for (const entry of rest) entry.reject(blocked(entry.streams));

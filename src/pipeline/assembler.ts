@@ -181,10 +181,34 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   let mode: SinkMode | null = null;
   let fatal: unknown = null;
   let stopRequested = false;
-  let wakeStop: (() => void) | null = null;
-  const stopSignal = new Promise<'stop'>((resolve) => {
-    wakeStop = () => resolve('stop');
-  });
+  /**
+   * Waits racing a stop request. Not `Promise.race([p, stopSignal])` per transaction: every race
+   * leaves a reaction on the never-settling stop promise, one per transaction for the life of
+   * the run — garbage the collector must keep copying (it showed as the pipeline's extra GC).
+   */
+  const stopWaiters = new Set<(value: 'stop') => void>();
+  let stopped = false;
+  const wakeStop = (): void => {
+    stopped = true;
+    for (const wake of [...stopWaiters]) wake('stop');
+    stopWaiters.clear();
+  };
+  function untilStop<T>(promise: Promise<T>): Promise<T | 'stop'> {
+    if (stopped) return Promise.resolve('stop');
+    return new Promise<T | 'stop'>((resolve, reject) => {
+      stopWaiters.add(resolve);
+      promise.then(
+        (value) => {
+          stopWaiters.delete(resolve);
+          resolve(value);
+        },
+        (error: unknown) => {
+          stopWaiters.delete(resolve);
+          reject(error);
+        },
+      );
+    });
+  }
   let runPromise: Promise<RunSummary> | null = null;
   let stopReason: RunSummary['reason'] | null = null;
   const startedAt = Date.now();
@@ -207,7 +231,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     fatal = redactor.error(error);
     log.error('assembler: fatal error, stopping', { error: errorInfo(error) });
     stopRequested = true;
-    wakeStop?.();
+    wakeStop();
   }
 
   // ---- checkpoints -------------------------------------------------------------------------
@@ -396,7 +420,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
 
   async function waitForCapacity(): Promise<void> {
     if (!appender || appender.inFlight < config.limits.maxInFlightTransactions) return;
-    await Promise.race([appender.whenBelow(config.limits.maxInFlightTransactions), stopSignal]);
+    await untilStop(appender.whenBelow(config.limits.maxInFlightTransactions));
   }
 
   /**
@@ -695,7 +719,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         if (snapshotInfo?.stopAfter) {
           stopReason = 'snapshot-done';
           stopRequested = true;
-          wakeStop?.();
+          wakeStop();
           return;
         }
         startNextRequest();
@@ -981,7 +1005,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       for (;;) {
         if (stopRequested) break;
         const next = iterator.next();
-        const winner = await Promise.race([next, stopSignal]);
+        const winner = await untilStop(next);
         if (winner === 'stop') {
           // The pending next() settles when the source closes; a transaction it yields is not acknowledged (replayed later).
           void next.then((r) => (r.done ? undefined : r.value.release()), () => undefined);
@@ -1070,7 +1094,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     },
     async stop() {
       stopRequested = true;
-      wakeStop?.();
+      wakeStop();
       if (!runPromise) {
         state = 'stopped';
         return;

@@ -99,6 +99,12 @@ function routeAppendSession(server: grpc.Server, context: ServerContext): void {
   const servers = (server as unknown as { http2Servers?: Map<http2.Http2Server, unknown> }).http2Servers;
   if (!(servers instanceof Map)) return;
   for (const h2 of servers.keys()) {
+    // Flow-control windows as Kestrel's defaults (KurrentDB's HTTP/2 server): 768 KiB per stream,
+    // 1 MiB per connection — grpc-js's 64 KiB made a 450 KB append wait for several window updates.
+    h2.on('session', (session: http2.ServerHttp2Session) => {
+      session.settings({ initialWindowSize: 768 * 1024 });
+      session.setLocalWindowSize(1024 * 1024);
+    });
     const grpcHandlers = h2.listeners('stream') as ((...args: unknown[]) => void)[];
     if (grpcHandlers.length === 0) continue;
     h2.removeAllListeners('stream');
