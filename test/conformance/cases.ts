@@ -54,6 +54,8 @@ import {
   type ReadRevision,
   type ResolvedEvent,
 } from '@kurrent/kurrentdb-client';
+import { createH2AppendTransport } from '../../src/sink/h2-append.js';
+import { encodeAppendRecordSized } from '../../src/sink/v2-append.js';
 import { type ConformanceCase, type ConformanceContext, waitFor } from './harness.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -1121,6 +1123,46 @@ export const cases: ConformanceCase[] = [
       await expectNotFound(client, a);
       await expectNotFound(client, c);
       assert.equal((await read(client, b)).length, 1);
+    },
+  },
+  {
+    rule: 'multi-stream-append',
+    // The sink's own transport (src/sink/h2-append.ts): the whole AppendSession as one HTTP/2
+    // request with hand-encoded records. Must land like the client's multiStreamAppend, and fail
+    // with the client's error classes (only plain-text connections use it).
+    name: "the sink's one-write AppendSession lands atomically and fails with the client's errors",
+    async run({ client, prefix }) {
+      const transport = createH2AppendTransport(client);
+      assert.ok(transport, 'the client exposes execute/callArguments/resolveAuthorizationHeader');
+      try {
+        const [a, b] = [`${prefix}-h2-a`, `${prefix}-h2-b`];
+        const record = (type: string) => encodeAppendRecordSized(randomUUID(), type, JSON.stringify({ n: 1 }), { 'source.commitLsn': '0/1A' }).record;
+        await client.appendToStream(b, evs(1));
+        const result = await transport.append([
+          { streamName: a, expectedState: 'no_stream', records: [record('A1'), record('A2')] },
+          { streamName: b, expectedState: 0n, records: [record('B2')] },
+        ]);
+        assert.deepEqual(result.responses, [
+          { streamName: a, revision: 1n },
+          { streamName: b, revision: 1n },
+        ]);
+        assert.equal(typeof result.position, 'bigint');
+        assert.ok(result.position > 0n);
+        const [last] = await read(client, b, { direction: BACKWARDS, fromRevision: END, maxCount: 1 });
+        assert.equal(last?.type, 'B2');
+        assert.deepEqual(last?.metadata, { 'source.commitLsn': '0/1A', '$schema.name': 'B2', '$schema.format': 'Json' });
+        assert.deepEqual((await read(client, a)).map((e) => e.type), ['A1', 'A2']);
+        await expectWrongExpectedVersion(
+          transport.append([
+            { streamName: a, expectedState: 'no_stream', records: [record('A3')] },
+            { streamName: `${prefix}-h2-c`, expectedState: 'any', records: [record('C1')] },
+          ]),
+          { streamName: a, expectedState: NO_STREAM, actualState: 1n },
+        );
+        await expectNotFound(client, `${prefix}-h2-c`);
+      } finally {
+        transport?.close();
+      }
     },
   },
   {
