@@ -38,10 +38,19 @@ const FORMAT_NAMES: Record<number, string> = {
 function toProposedEvent(record: DecodedAppendRecord): { event: ProposedEvent; propertiesSize: number } {
   const format = record.schema?.format ?? SchemaFormat.SCHEMA_FORMAT_UNSPECIFIED;
   const type = record.schema?.name ?? '';
-  const properties: Record<string, unknown> = { ...record.properties };
-  properties['$schema.name'] = type;
-  properties['$schema.format'] = FORMAT_NAMES[format] ?? String(format);
-  const metadata = Buffer.from(JSON.stringify(properties), 'utf8');
+  const formatName = FORMAT_NAMES[format] ?? String(format);
+  let json: string;
+  if (!Object.prototype.hasOwnProperty.call(record.properties, '$schema.name') && !Object.prototype.hasOwnProperty.call(record.properties, '$schema.format')) {
+    // Appending the two keys to the serialized properties gives the same JSON as adding them to a copy.
+    const own = JSON.stringify(record.properties);
+    json = `${own.length > 2 ? `${own.slice(0, -1)},` : '{'}"$schema.name":${JSON.stringify(type)},"$schema.format":${JSON.stringify(formatName)}}`;
+  } else {
+    const properties: Record<string, unknown> = { ...record.properties };
+    properties['$schema.name'] = type;
+    properties['$schema.format'] = formatName;
+    json = JSON.stringify(properties);
+  }
+  const metadata = Buffer.from(json, 'utf8');
   return {
     event: {
       id: (record.id ?? randomUUID()).toLowerCase(), // PreProcessRecord fills a missing id

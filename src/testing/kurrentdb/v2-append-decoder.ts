@@ -102,6 +102,56 @@ function decodeValue(bytes: Buffer, start: number, end: number): unknown {
   return value;
 }
 
+/** The varint at `offset`; where it ends is left in `varintEnd` (no tuple per read). */
+function readVarint(bytes: Buffer, offset: number, end: number): number {
+  let result = 0;
+  let scale = 1;
+  for (let o = offset; ; ) {
+    if (o >= end) throw new Error('truncated varint');
+    const b = bytes[o++]!;
+    result += (b & 0x7f) * scale;
+    if (b < 0x80) {
+      varintEnd = o;
+      return result;
+    }
+    scale *= 128;
+  }
+}
+/** Where the last `readVarint` stopped (module state: the decoder is synchronous). */
+let varintEnd = 0;
+
+/**
+ * One property map entry `{ string key = 1; Value value = 2 }`, read in place (no reader objects:
+ * a record carries ~25 properties and the server decodes every one).
+ */
+function decodeProperty(bytes: Buffer, start: number, end: number, into: Record<string, unknown>): void {
+  let key = '';
+  let value: unknown = null;
+  let o = start;
+  while (o < end) {
+    const tag = readVarint(bytes, o, end);
+    o = varintEnd;
+    if (tag === 0x0a || tag === 0x12) {
+      const length = readVarint(bytes, o, end);
+      const s = varintEnd;
+      const e = s + length;
+      if (e > end) throw new Error('truncated field');
+      if (tag === 0x0a) key = bytes.toString('utf8', s, e);
+      else if (e > s && bytes[s] === 0x1a) {
+        // The common case: Value { string_value = 3 } and nothing else.
+        const l = readVarint(bytes, s + 1, e);
+        value = varintEnd + l === e ? bytes.toString('utf8', varintEnd, e) : decodeValue(bytes, s, e);
+      } else value = decodeValue(bytes, s, e);
+      o = e;
+    } else {
+      const r = new Reader(bytes, o, end);
+      r.skipField(tag & 7);
+      o = r.offset;
+    }
+  }
+  into[key] = value;
+}
+
 function decodeRecord(bytes: Buffer, start: number, end: number): DecodedAppendRecord {
   const r = new Reader(bytes, start, end);
   let id: string | null = null;
@@ -116,22 +166,14 @@ function decodeRecord(bytes: Buffer, start: number, end: number): DecodedAppendR
       r.skipField(wire);
       continue;
     }
-    const [s, e] = r.span();
+    const length = r.varint();
+    const s = r.offset;
+    const e = s + length;
+    if (e > end) throw new Error('truncated field');
+    r.offset = e;
     if (field === 1) id = bytes.toString('utf8', s, e);
-    else if (field === 2) {
-      const entry = new Reader(bytes, s, e);
-      let key = '';
-      let value: unknown = null;
-      while (!entry.done) {
-        const t = entry.varint();
-        if (t === 0x0a) key = entry.string();
-        else if (t === 0x12) {
-          const [vs, ve] = entry.span();
-          value = decodeValue(bytes, vs, ve);
-        } else entry.skipField(t & 7);
-      }
-      properties[key] = value;
-    } else if (field === 3) {
+    else if (field === 2) decodeProperty(bytes, s, e, properties);
+    else if (field === 3) {
       const sr = new Reader(bytes, s, e);
       const info = { format: 0, name: '' };
       while (!sr.done) {
