@@ -60,7 +60,7 @@ try {
       gcMs = 0;
     elu = performance.eventLoopUtilization();
       const r = await drainPipeline({ captureUrl, slot, publication: PUBLICATION, destination: kurrent.connectionString }, raw.markLsn, raw.lastEndLsn);
-      console.log(`in-memory ${latency} ms: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}, ${r.events} events, ${JSON.stringify(r.batching)}, ${perTx(cpu() - c0)}`);
+      console.log(`in-memory ${latency} ms: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}, ${r.events} events, running after ${r.runningSeconds.toFixed(2)} s, ${JSON.stringify(r.batching)}, ${perTx(cpu() - c0)}`);
     } finally {
       await kurrent.stop();
     }

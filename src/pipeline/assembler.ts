@@ -609,9 +609,13 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   }
 
   /** The start-up decision (docs/snapshots.md "Modes"), with the pipeline's refinements. */
+  /** The snapshot store's state, read at start-up in parallel with the sinks' own start-up reads. */
+  let storedSnapshotState: ReturnType<PipelineSnapshotStore['load']> | null = null;
+
   async function decideStart(storedLsn: Lsn | null): Promise<SnapshotDecision> {
     const mode = config.snapshot.mode;
-    const stored = await snapshotStore!.load();
+    const stored = await (storedSnapshotState ?? snapshotStore!.load());
+    storedSnapshotState = null;
     snapshotProgress = stored?.progress ?? null;
     requestState = stored?.requests ?? { queued: [], handled: [] };
     for (const [k, v] of stored?.pinned ?? []) pinned.set(k, v);
@@ -878,15 +882,30 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         ...(config.destination.timeoutMs !== undefined ? { timeoutMs: config.destination.timeoutMs } : {}),
         ...(config.destination.retry !== undefined ? { retry: config.destination.retry } : {}),
       };
+      let lastRead: Awaited<ReturnType<typeof readLastCheckpoint>> = null;
       if (deps.sink) {
         appendSink = deps.sink;
         mode = (deps.sink as Partial<KurrentDBSink>).mode ?? null;
       } else {
-        checkpointSink = await createKurrentDBSink({ ...sinkOptions, logger: { info() {}, warn: log.warn } });
-        mode = checkpointSink.mode;
-        appendSink = await createKurrentDBSink({ ...sinkOptions, logger: log });
+        // Independent start-up round trips (each sink's server-feature check and log-head read,
+        // the checkpoint stream's tail, the snapshot progress) go in parallel: one after the
+        // other they took 1.2 s against the in-memory server (each new client's first read ≈ 0.5 s).
+        snapshotStore = createKurrentDBSnapshotStore(config.destination.connectionString, config.name);
+        storedSnapshotState = snapshotStore.load();
+        storedSnapshotState.catch(() => undefined); // reported when decideStart awaits it
+        const [checkpointSide, appendSide, lastSide] = await Promise.allSettled([
+          createKurrentDBSink({ ...sinkOptions, logger: { info() {}, warn: log.warn } }),
+          createKurrentDBSink({ ...sinkOptions, logger: log }),
+          readLastCheckpoint(),
+        ]);
+        if (checkpointSide.status === 'fulfilled') checkpointSink = checkpointSide.value;
+        if (appendSide.status === 'fulfilled') appendSink = appendSide.value;
+        const failed = [checkpointSide, appendSide, lastSide].find((r) => r.status === 'rejected');
+        if (failed) throw (failed as PromiseRejectedResult).reason;
+        mode = checkpointSink!.mode;
+        lastRead = (lastSide as PromiseFulfilledResult<Awaited<ReturnType<typeof readLastCheckpoint>>>).value;
       }
-      appender = createAppender(appendSink, {
+      appender = createAppender(appendSink!, {
         maxConcurrentAppends: config.limits.maxConcurrentAppends,
         maxBatchUnits: config.limits.maxBatchTransactions,
         maxBatchEvents: config.limits.maxBatchEvents,
@@ -895,7 +914,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       let slotConfirmed: Lsn | null = null;
       let last: Awaited<ReturnType<typeof readLastCheckpoint>> = null;
       if (checkpointSink) {
-        last = await readLastCheckpoint();
+        last = lastRead;
         slotConfirmed = await checkSlotAgainstCheckpoint(last);
         // What the slot already confirmed is durable by definition of the check above.
         recordedLsn = last?.endLsn ?? slotConfirmed;
@@ -903,7 +922,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       }
 
       let resumeFrom: SnapshotProgress | null = null;
-      if (config.snapshot.mode !== 'never' || checkpointSink) snapshotStore = createKurrentDBSnapshotStore(config.destination.connectionString, config.name);
+      if (!snapshotStore && config.snapshot.mode !== 'never') snapshotStore = createKurrentDBSnapshotStore(config.destination.connectionString, config.name);
       if (config.snapshot.mode === 'never') {
         // No snapshot of its own, but an interrupted ad hoc snapshot resumes (and queued requests
         // start). With a custom sink (benchmarks) the destination is never contacted: no snapshot state.
