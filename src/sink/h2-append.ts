@@ -111,6 +111,7 @@ export function createH2AppendTransport(client: KurrentDBClient): H2AppendTransp
       let message = '';
       let trailers: http2.IncomingHttpHeaders | null = null;
       let settled = false;
+      let timer: ReturnType<typeof setTimeout> | null = null;
       const finish = (error: Error | null, result?: MultiStreamAppendResult): void => {
         if (settled) return;
         settled = true;
@@ -121,19 +122,32 @@ export function createH2AppendTransport(client: KurrentDBClient): H2AppendTransp
         else resolve(result!);
       };
       const timeoutMs = deadline ? Math.max(0, deadline.getTime() - Date.now()) : null;
-      const stream = h2.request({ ...headers, ...(timeoutMs !== null ? { 'grpc-timeout': `${Math.max(1, Math.ceil(timeoutMs))}m` } : {}) });
-      const timer = timeoutMs !== null
-        ? setTimeout(() => {
-            stream.close(http2.constants.NGHTTP2_CANCEL);
-            finish(serviceError(grpc.status.DEADLINE_EXCEEDED, 'Deadline exceeded'));
-          }, timeoutMs + 1000)
-        : null;
-      timer?.unref();
+      let stream: http2.ClientHttp2Stream;
+      try {
+        stream = h2.request({ ...headers, ...(timeoutMs !== null ? { 'grpc-timeout': `${Math.max(1, Math.ceil(timeoutMs))}m` } : {}) });
+      } catch (error) {
+        // A session that went away between the check and the request.
+        session = null;
+        return finish(serviceError(grpc.status.UNAVAILABLE, `AppendSession: ${(error as Error).message}`));
+      }
+      if (timeoutMs !== null) {
+        // The server enforces grpc-timeout; this is for a connection that stopped answering.
+        timer = setTimeout(() => {
+          stream.close(http2.constants.NGHTTP2_CANCEL);
+          finish(serviceError(grpc.status.DEADLINE_EXCEEDED, 'Deadline exceeded'));
+        }, timeoutMs + 1000);
+        timer.unref();
+      }
       const readStatus = (h: http2.IncomingHttpHeaders): void => {
         const value = h['grpc-status'];
         if (value === undefined) return;
         status = Number(value);
-        message = decodeURIComponent(String(h['grpc-message'] ?? ''));
+        const raw = String(h['grpc-message'] ?? '');
+        try {
+          message = decodeURIComponent(raw);
+        } catch {
+          message = raw;
+        }
         trailers = h;
       };
       stream.on('response', (h) => {
