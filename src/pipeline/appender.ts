@@ -49,9 +49,6 @@ interface Entry {
   readonly reject: (error: unknown) => void;
 }
 
-/** Units below which a backlog is not split over several calls. */
-const MIN_SHARE = 32;
-
 export function createAppender(sink: Sink, options: AppenderOptions = {}): Appender {
   const maxConcurrent = options.maxConcurrentAppends ?? 4;
   const maxUnits = options.maxBatchUnits ?? 512;
@@ -93,14 +90,9 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
   function pump(): void {
     scheduled = false;
     while (running < maxConcurrent && head < queue.length && failure === null) {
-      // A backlog is shared among the free call slots: a multi-stream call sends its streams one
-      // gRPC message after another (one per event-loop turn in grpc-js), so several calls in
-      // parallel move several streams per turn. A short queue still goes as one call.
-      const share = Math.max(MIN_SHARE, Math.ceil((queue.length - head) / (maxConcurrent - running)));
-      const units = Math.min(maxUnits, share);
       const take: Entry[] = [];
       let events = 0;
-      while (head < queue.length && take.length < units) {
+      while (head < queue.length && take.length < maxUnits) {
         const entry = queue[head]!;
         if (entry.streams.some((s) => busy.has(s))) break;
         if (take.length > 0 && events + entry.batch.events.length > maxEvents) break;

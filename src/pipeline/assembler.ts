@@ -608,10 +608,10 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     }
   }
 
-  /** The start-up decision (docs/snapshots.md "Modes"), with the pipeline's refinements. */
   /** The snapshot store's state, read at start-up in parallel with the sinks' own start-up reads. */
   let storedSnapshotState: ReturnType<PipelineSnapshotStore['load']> | null = null;
 
+  /** The start-up decision (docs/snapshots.md "Modes"), with the pipeline's refinements. */
   async function decideStart(storedLsn: Lsn | null): Promise<SnapshotDecision> {
     const mode = config.snapshot.mode;
     const stored = await (storedSnapshotState ?? snapshotStore!.load());

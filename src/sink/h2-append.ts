@@ -23,14 +23,12 @@ import type { KurrentDBClient } from '@kurrent/kurrentdb-client';
 import commandErrors from '@kurrent/kurrentdb-client/dist/utils/CommandError.js';
 import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_grpc_pb.js';
 import v2StreamsPb from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_pb.js';
-import { encodeAppendRequest, type EncodedStreamAppend, type MultiStreamAppendResult } from './v2-append.js';
+import { encodeAppendRequest, type ClientInternals as BaseClientInternals, type EncodedStreamAppend, type MultiStreamAppendResult } from './v2-append.js';
 
 const PATH = '/kurrentdb.protocol.v2.streams.StreamsService/AppendSession';
 
-/** The parts of the client this relies on (present in @kurrent/kurrentdb-client 1.x, not in its typings). */
-interface ClientInternals {
-  execute<T>(client: unknown, debugName: string, action: (grpcClient: grpc.Client) => Promise<T>): Promise<T>;
-  callArguments(options: { requiresLeader: boolean }): [grpc.Metadata, grpc.CallOptions];
+/** The client internals this relies on: those of `appendEncoded`, and the authorization header (1.x, not in the typings). */
+interface ClientInternals extends BaseClientInternals {
   resolveAuthorizationHeader(perCall?: unknown): Promise<string | undefined>;
 }
 

@@ -279,6 +279,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   /** On plain-text connections the encoded requests go as one HTTP/2 write per call (h2-append.ts). */
   const h2 = encoded && isInsecureConnectionString(config.connectionString) ? createH2AppendTransport(client) : null;
   const appendTransport = h2 ? 'http2 (one write per call)' : encoded ? 'grpc-js (encoded records)' : 'grpc-js (client)';
+  const sendEncoded = (requests: readonly EncodedStreamAppend[]) => (h2 ? h2.append(requests) : appendEncoded(client, requests));
   let reader = KurrentDBClient.connectionString(config.connectionString);
   let readerSuspect = false;
   // Optimistic first touch (no tail read): a stream not in the cache is appended to with
@@ -720,7 +721,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
         try {
           const result = await retrying('multi-stream-append', { streams: chunk.map((plan) => plan.stream), events: eventCount }, () =>
             encoded
-              ? (h2 ? h2.append.bind(h2) : (r: EncodedStreamAppend[]) => appendEncoded(client, r))(requests.map((r) => ({ streamName: r.streamName, expectedState: r.expectedState, records: r.events.map((event) => event.record) })))
+              ? sendEncoded(requests.map((r) => ({ streamName: r.streamName, expectedState: r.expectedState, records: r.events.map((event) => event.record) })))
               : client.multiStreamAppend(requests.map((r): AppendStreamRequest => ({ streamName: r.streamName, expectedState: r.expectedState, events: r.events.map((event) => event.eventData) }))),
           );
           const answer = classify(result.position);

@@ -225,7 +225,7 @@ export interface MultiStreamAppendResult {
 }
 
 /** The parts of the client this relies on (present in @kurrent/kurrentdb-client 1.x, not in its typings). */
-interface ClientInternals {
+export interface ClientInternals {
   execute<T>(client: unknown, debugName: string, action: (grpcClient: grpc.Client) => Promise<T>): Promise<T>;
   callArguments(options: { requiresLeader: boolean }): [grpc.Metadata, grpc.CallOptions];
 }

@@ -8,6 +8,7 @@
  * share frozen singletons).
  */
 import { PgoutputDecodeError } from '../../errors.js';
+import { readLsnAt } from '../position.js';
 import type { Lsn, ReplicaIdentity } from '../types.js';
 import type {
   PgoutputMessage, RelationColumnMessage, TupleData, TupleValue,
@@ -66,17 +67,11 @@ function i32(): number {
   return v;
 }
 
-const HEX_UPPER: string[] = [];
-function hex(n: number): string {
-  return n < 256 ? (HEX_UPPER[n] ??= n.toString(16).toUpperCase()) : n.toString(16).toUpperCase();
-}
-
 function lsn(): Lsn {
   need(8);
-  const hi = buf.readUInt32BE(pos);
-  const lo = buf.readUInt32BE(pos + 4);
+  const value = readLsnAt(buf, pos);
   pos += 8;
-  return `${hex(hi)}/${hex(lo)}`;
+  return value;
 }
 
 function timestamp(): string {
@@ -133,11 +128,6 @@ export function isoMillis(unixMs: number): string {
     cachedDayPrefix = iso.slice(0, 11);
   }
   return iso.slice(0, -1);
-}
-
-/** `X/Y` text form of a 64-bit LSN given as two unsigned 32-bit halves. */
-export function formatLsn(hi: number, lo: number): Lsn {
-  return `${hex(hi)}/${hex(lo)}`;
 }
 
 function cstring(): string {
