@@ -23,44 +23,36 @@ try {
   new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) gcMs += entry.duration;
   }).observe({ entryTypes: ['gc'] });
-  let elu = performance.eventLoopUtilization();
-  const perTx = (ms: number) => {
-    const now = performance.eventLoopUtilization();
-    const busy = performance.eventLoopUtilization(now, elu).utilization;
-    elu = now;
-    const gc = gcMs;
+  /** Starts measuring one consumer; the returned function reports its CPU, event-loop use and GC per transaction. */
+  const measure = () => {
+    const c0 = cpu();
+    const elu0 = performance.eventLoopUtilization();
     gcMs = 0;
-    return `${Math.round((ms * 1000) / N)} µs CPU/tx in this process, event loop ${Math.round(busy * 100)}% busy, GC pauses ${Math.round((gc * 1000) / N)} µs/tx`;
+    return () => {
+      const busy = performance.eventLoopUtilization(performance.eventLoopUtilization(), elu0).utilization;
+      return `${Math.round(((cpu() - c0) * 1000) / N)} µs CPU/tx in this process, event loop ${Math.round(busy * 100)}% busy, GC pauses ${Math.round((gcMs * 1000) / N)} µs/tx`;
+    };
   };
-  let c0 = cpu();
-  elu = performance.eventLoopUtilization();
-  gcMs = 0;
+  let perTx = measure();
   const raw = await drainRaw(db.connection, 'raw', PUBLICATION, N, N);
-  console.log(`raw: ${raw.seconds.toFixed(2)} s, ${Math.round(N / raw.seconds)} tx/s, ${perTx(cpu() - c0)}`);
+  console.log(`raw: ${raw.seconds.toFixed(2)} s, ${Math.round(N / raw.seconds)} tx/s, ${perTx()}`);
   if (ONLY.includes('source')) {
-    c0 = cpu();
-    elu = performance.eventLoopUtilization();
-    gcMs = 0;
+    perTx = measure();
     const src = await drainSourceOnly(db.connection, 'source', PUBLICATION, N, N);
-    console.log(`source only: ${src.seconds.toFixed(2)} s, ${Math.round(N / src.seconds)} tx/s, ratio ${(raw.seconds / src.seconds).toFixed(2)}, ${perTx(cpu() - c0)}`);
+    console.log(`source only: ${src.seconds.toFixed(2)} s, ${Math.round(N / src.seconds)} tx/s, ratio ${(raw.seconds / src.seconds).toFixed(2)}, ${perTx()}`);
   }
   if (ONLY.includes('null')) {
-    c0 = cpu();
-    elu = performance.eventLoopUtilization();
-    gcMs = 0;
+    perTx = measure();
     const r = await drainPipeline({ captureUrl, slot: 'nullsink', publication: PUBLICATION, sink: nullSink }, raw.markLsn, raw.lastEndLsn);
-    console.log(`null sink: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}, ${perTx(cpu() - c0)}`);
+    console.log(`null sink: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}, ${perTx()}`);
   }
   for (const [slot, latency] of [['mem0', 0], ['mem2', 2]] as const) {
     if (!ONLY.includes(slot)) continue;
     const kurrent = await startKurrentDBProcess(latency);
     try {
-      c0 = cpu();
-      elu = performance.eventLoopUtilization();
-      gcMs = 0;
-    elu = performance.eventLoopUtilization();
+      perTx = measure();
       const r = await drainPipeline({ captureUrl, slot, publication: PUBLICATION, destination: kurrent.connectionString }, raw.markLsn, raw.lastEndLsn);
-      console.log(`in-memory ${latency} ms: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}, ${r.events} events, running after ${r.runningSeconds.toFixed(2)} s, ${JSON.stringify(r.batching)}, ${perTx(cpu() - c0)}`);
+      console.log(`in-memory ${latency} ms: ${r.seconds.toFixed(2)} s, ${Math.round(N / r.seconds)} tx/s, ratio ${(raw.seconds / r.seconds).toFixed(2)}, ${r.events} events, running after ${r.runningSeconds.toFixed(2)} s, ${JSON.stringify(r.batching)}, ${perTx()}`);
     } finally {
       await kurrent.stop();
     }
