@@ -2,8 +2,8 @@
 import { uuidv5 as uuidv5In } from '../mapping/event-id.js';
 import { jsonEvent, type EventData } from '@kurrent/kurrentdb-client';
 import { SinkError } from './errors.js';
-import { RECEIPT_KEYS, RECEIPT_PREFIX, receiptUnitMetadata, type Receipt } from './receipt.js';
-import { encodeAppendRecordSized } from './v2-append.js';
+import { RECEIPT_KEYS, RECEIPT_PREFIX, receiptAt, receiptUnitMetadata, type Receipt, type ReceiptUnit } from './receipt.js';
+import { encodeAppendRecordSized, encodePlainRecord, plainProperties, plainProperty, plainPropertyEntry, type PlainProperties } from './v2-append.js';
 
 /** What the sink needs of an event (the mapping SDK's `EventToAppend` fits). */
 export interface EncodableEvent {
@@ -43,26 +43,69 @@ export function eventSizeOnDisk(type: string, dataJson: string, metadataJson: st
 }
 
 /**
- * A prepared event. The sizes and the client's `EventData` are computed on first use: a
- * multi-stream append needs only `multiStreamSize` (and encodes the record itself), a per-stream
- * append only `size` and `eventData` — each costs a serialization of the metadata.
+ * The receipt keys a unit's events share (all but ordinal and count), computed once per unit:
+ * as metadata, and encoded for multi-stream append when plain.
+ */
+export interface UnitReceiptPart {
+  readonly unit: ReceiptUnit;
+  readonly metadata: Readonly<Record<string, string>>;
+  readonly plain: PlainProperties | null;
+}
+
+export function unitReceiptPart(unit: ReceiptUnit): UnitReceiptPart {
+  const metadata = receiptUnitMetadata(unit);
+  return { unit, metadata, plain: plainProperties(metadata) };
+}
+
+/** `receipt.ordinal` / `receipt.count` entries for small numbers, encoded once. */
+const ordinalParts: (PlainProperties | null)[] = [];
+const countParts: (PlainProperties | null)[] = [];
+function numberPart(cache: (PlainProperties | null)[], key: string, n: number): PlainProperties | null {
+  if (n < 256) return (cache[n] ??= plainProperty(key, String(n)));
+  return plainProperty(key, String(n));
+}
+
+/**
+ * A prepared event. The metadata (the event's own keys, then the receipt's), the receipt, the
+ * sizes and the client's `EventData` are made on first use: a multi-stream append needs only the
+ * encoded record and `multiStreamSize` — encoded from the parts, the event's own keys encoded
+ * while they were checked — a per-stream append only `size` and `eventData`.
  */
 class Prepared implements PreparedEvent {
   #size: number | undefined;
   #encoded: { record: Buffer; size: number } | undefined;
   #eventData: EventData | undefined;
+  #metadata: Record<string, string> | undefined;
+  #metadataJson: string | undefined;
+  #receipt: Receipt | undefined;
 
   constructor(
     readonly id: string,
     readonly stream: string,
     readonly type: string,
-    readonly receipt: Receipt,
     readonly dataJson: string,
-    readonly metadata: Readonly<Record<string, string>>,
     private readonly data: unknown,
+    /** The event's own metadata (checked: flat strings, no receipt keys). */
+    private readonly own: Readonly<Record<string, string>>,
+    /** `own` encoded the fast way, or null when something in it is not plain. */
+    private readonly ownPlain: PlainProperties | null,
+    private readonly unitPart: UnitReceiptPart,
+    private readonly ordinal: number,
+    private readonly count: number,
   ) {}
 
-  #metadataJson: string | undefined;
+  get receipt(): Receipt {
+    return (this.#receipt ??= receiptAt(this.unitPart.unit, this.ordinal, this.count));
+  }
+
+  get metadata(): Readonly<Record<string, string>> {
+    if (this.#metadata) return this.#metadata;
+    const metadata: Record<string, string> = { ...this.own };
+    Object.assign(metadata, this.unitPart.metadata);
+    metadata[RECEIPT_KEYS.ordinal] = String(this.ordinal);
+    metadata[RECEIPT_KEYS.count] = String(this.count);
+    return (this.#metadata = metadata);
+  }
 
   get size(): number {
     return (this.#size ??= eventSizeOnDisk(this.type, this.dataJson, (this.#metadataJson ??= JSON.stringify(this.metadata))));
@@ -78,7 +121,12 @@ class Prepared implements PreparedEvent {
   }
 
   #encode(): { record: Buffer; size: number } {
-    return (this.#encoded ??= encodeAppendRecordSized(this.id, this.type, this.dataJson, this.metadata));
+    if (this.#encoded) return this.#encoded;
+    const unitPlain = this.unitPart.plain;
+    const ordinal = numberPart(ordinalParts, RECEIPT_KEYS.ordinal, this.ordinal);
+    const count = numberPart(countParts, RECEIPT_KEYS.count, this.count);
+    const plain = this.ownPlain && unitPlain && ordinal && count ? encodePlainRecord(this.id, this.type, this.dataJson, [this.ownPlain, unitPlain, ordinal, count]) : null;
+    return (this.#encoded = plain ?? encodeAppendRecordSized(this.id, this.type, this.dataJson, this.metadata));
   }
 
   get eventData(): EventData {
@@ -89,8 +137,10 @@ class Prepared implements PreparedEvent {
 /**
  * Encodes one event: data as JSON (`application/json`), metadata as the flat string map plus the
  * receipt keys — flat and string-valued, so the same event can go through multi-stream append.
+ * `unit` is the event's unit (or its shared receipt part, computed once for a unit's events);
+ * `ordinal` and `count` place the event among the unit's events in its stream.
  */
-export function prepareEvent(event: EncodableEvent, receipt: Receipt, unitReceiptMetadata?: Readonly<Record<string, string>>): PreparedEvent {
+export function prepareEvent(event: EncodableEvent, unit: ReceiptUnit | UnitReceiptPart, ordinal: number, count: number): PreparedEvent {
   const invalid = (why: string, extra: Record<string, unknown> = {}): SinkError =>
     new SinkError('SINK_INVALID_EVENT', `event ${event.type} (${event.id}) for stream "${event.stream}" ${why}`, {
       stream: event.stream,
@@ -101,18 +151,23 @@ export function prepareEvent(event: EncodableEvent, receipt: Receipt, unitReceip
   if (typeof event.stream !== 'string' || event.stream.length === 0) throw invalid('has no stream name');
   if (typeof event.type !== 'string' || event.type.length === 0) throw invalid('has no type');
   if (typeof event.id !== 'string' || !UUID_PATTERN.test(event.id)) throw invalid('has an id that is not a UUID (KurrentDB event ids are UUIDs)');
-  const metadata: Record<string, string> = {};
   const source = event.metadata ?? {};
+  // Checked, and encoded for multi-stream append in the same pass (while all of it is plain).
+  let wire: string | null = '';
+  let json = 0;
   for (const key in source) {
     const value = source[key];
     if (typeof value !== 'string') throw invalid(`has metadata "${key}" that is not a string (metadata must be flat and string-valued)`, { key });
     if (key.startsWith(RECEIPT_PREFIX)) throw invalid(`brings its own metadata "${key}"; the "${RECEIPT_PREFIX}" keys belong to the sink`, { key });
-    metadata[key] = value;
+    if (wire !== null) {
+      const entry = plainPropertyEntry(key, value);
+      if (entry === null) wire = null;
+      else {
+        wire += entry;
+        json += key.length + value.length + 6;
+      }
+    }
   }
-  // The unit's part is the same for all its events: a caller appending several passes it, computed once.
-  Object.assign(metadata, unitReceiptMetadata ?? receiptUnitMetadata(receipt));
-  metadata[RECEIPT_KEYS.ordinal] = String(receipt.ordinal);
-  metadata[RECEIPT_KEYS.count] = String(receipt.count);
   let dataJson: string | undefined;
   try {
     dataJson = JSON.stringify(event.data);
@@ -120,7 +175,10 @@ export function prepareEvent(event: EncodableEvent, receipt: Receipt, unitReceip
     throw invalid(`has data that is not JSON-serializable: ${(cause as Error).message}`);
   }
   if (dataJson === undefined) throw invalid('has no data');
-  return new Prepared(event.id, event.stream, event.type, receipt, dataJson, metadata, event.data);
+  const part = 'plain' in unit ? unit : unitReceiptPart(unit);
+  // The event's own keys are kept as given (not copied): with a plain encoding they are not read again for multi-stream appends.
+  const own = wire === null ? { ...source } : source;
+  return new Prepared(event.id, event.stream, event.type, dataJson, event.data, own, wire === null ? null : { wire, json }, part, ordinal, count);
 }
 
 /** The sink's UUIDv5 namespace (for its own checkpoint events). Never change it. */

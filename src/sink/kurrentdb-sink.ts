@@ -20,12 +20,12 @@ import { z } from 'zod';
 import { BACKWARDS, END, KurrentDBClient, NO_STREAM, type AppendStreamRequest } from '@kurrent/kurrentdb-client';
 import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_grpc_pb.js';
 import { canonicalLsn, isLsn } from '../source/position.js';
-import { prepareEvent, splitBySize, uuidv5, type PreparedEvent } from './encoding.js';
+import { prepareEvent, splitBySize, unitReceiptPart, uuidv5, type PreparedEvent } from './encoding.js';
 import { createH2AppendTransport, isInsecureConnectionString } from './h2-append.js';
 import { appendEncoded, supportsEncodedAppend, type EncodedStreamAppend } from './v2-append.js';
 import { OversizedEventError, SinkError, StreamConflictError, type StreamConflictDetails } from './errors.js';
 import type { AppendOutcome, KurrentDBSink, SinkBatch, SinkEvent, SinkMode, SinkPosition, SinkStatus, StreamAppendOutcome } from './index.js';
-import { compareReceipts, compareUnits, receiptAt, receiptUnitMetadata, receiptsComparable, receiptToMetadata, receiptFromMetadata, type Receipt, type ReceiptUnit } from './receipt.js';
+import { compareReceipts, compareUnits, receiptsComparable, receiptToMetadata, receiptFromMetadata, type Receipt, type ReceiptUnit } from './receipt.js';
 import { backoffDelay, DEFAULT_RETRY, isTransientError, type RetryPolicy } from './retry.js';
 
 export const DEFAULT_TIMEOUT_MS = 30_000;
@@ -841,7 +841,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
         ...(position.checkpoint !== undefined ? { 'source.checkpoint': position.checkpoint } : {}),
       },
     };
-    return prepareEvent(event, receiptAt(unit, 0, 1));
+    return prepareEvent(event, unit, 0, 1);
   }
 
   /**
@@ -889,12 +889,12 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
         else own.set(event.stream, [event]);
       }
       const prepared: PreparedEvent[] = [];
-      const unitMetadata = receiptUnitMetadata(unit);
+      const unitPart = unitReceiptPart(unit);
       for (const [stream, events] of own) {
         let merged = byStream.get(stream);
         if (!merged) byStream.set(stream, (merged = []));
         events.forEach((event, ordinal) => {
-          const p = prepareEvent(event, receiptAt(unit, ordinal, events.length), unitMetadata);
+          const p = prepareEvent(event, unitPart, ordinal, events.length);
           merged.push(p);
           prepared.push(p);
           unitOfEvent.set(p, u);

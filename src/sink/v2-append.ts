@@ -105,22 +105,67 @@ function plainKeyField(key: string): string | null {
 }
 
 /**
- * The common case, fast: when id, type and every property are plain ASCII, the record up to its
- * data is built as one Latin-1 string (byte = char) and written with one call; lengths are
- * string lengths. Null when something is not plain (then the general encoder runs).
+ * Properties encoded the fast way: the protobuf map entries as a Latin-1 string (byte = char) and
+ * the bytes their `"k":"v",` members take in the metadata JSON the server stores. Computed once
+ * for what several records share (a unit's receipt keys), and per record for the rest.
  */
-function encodePlain(id: string, type: string, data: Buffer | string, properties: Readonly<Record<string, string>>): { record: Buffer; size: number } | null {
-  if (!PLAIN.test(id) || !PLAIN.test(type)) return null;
-  // `{` + `"$schema.name":<type>,"$schema.format":"Json"` + `}`, and per property `"k":"v",`.
-  let json = 2 + 15 + type.length + 2 + 1 + 17 + 6;
-  let head = `\x0a${varintText(id.length)}${id}`;
+export interface PlainProperties {
+  readonly wire: string;
+  readonly json: number;
+}
+
+/** One map entry `{ key = 1; value = 2 { string_value = 3 } }` for a plain key field and a plain value. */
+function plainEntry(keyField: string, value: string): string {
+  const v = value.length;
+  if (v < 0x7c && keyField.length + v < 0x7c) {
+    // Every length fits one varint byte (the common case: short keys and values).
+    return `\x12${String.fromCharCode(keyField.length + v + 4)}${keyField}\x12${String.fromCharCode(v + 2)}\x1a${String.fromCharCode(v)}${value}`;
+  }
+  const valueLength = fieldSize(v); // Value { string_value = 3 }
+  return `\x12${varintText(keyField.length + fieldSize(valueLength))}${keyField}\x12${varintText(valueLength)}\x1a${varintText(v)}${value}`;
+}
+
+/** `properties` encoded the fast way, or null when a key or value is not plain ASCII (or not a string). */
+export function plainProperties(properties: Readonly<Record<string, string>>): PlainProperties | null {
+  let wire = '';
+  let json = 0;
   for (const key in properties) {
     const value = properties[key]!;
     const keyField = plainKeyField(key);
     if (keyField === null || typeof value !== 'string' || !PLAIN.test(value)) return null;
-    const valueLength = fieldSize(value.length); // Value { string_value = 3 }
-    head += `\x12${varintText(keyField.length + fieldSize(valueLength))}${keyField}\x12${varintText(valueLength)}\x1a${varintText(value.length)}${value}`;
+    wire += plainEntry(keyField, value);
     json += key.length + value.length + 6;
+  }
+  return { wire, json };
+}
+
+/** One property's map entry the fast way, or null when key or value is not plain. Its JSON member takes key + value + 6 bytes. */
+export function plainPropertyEntry(key: string, value: string): string | null {
+  const keyField = plainKeyField(key);
+  if (keyField === null || !PLAIN.test(value)) return null;
+  return plainEntry(keyField, value);
+}
+
+/** One property the fast way (per event: the receipt's ordinal and count), or null when not plain. */
+export function plainProperty(key: string, value: string): PlainProperties | null {
+  const wire = plainPropertyEntry(key, value);
+  return wire === null ? null : { wire, json: key.length + value.length + 6 };
+}
+
+/**
+ * The common case, fast: when id, type and every property are plain ASCII, the record up to its
+ * data is built as one Latin-1 string (byte = char) and written with one call; lengths are
+ * string lengths. The properties come in parts, in order (the event's own, then shared ones).
+ * Null when id or type is not plain (then the general encoder runs).
+ */
+export function encodePlainRecord(id: string, type: string, data: Buffer | string, parts: readonly PlainProperties[]): { record: Buffer; size: number } | null {
+  if (!PLAIN.test(id) || !PLAIN.test(type)) return null;
+  // `{` + `"$schema.name":<type>,"$schema.format":"Json"` + `}`, and per property `"k":"v",`.
+  let json = 2 + 15 + type.length + 2 + 1 + 17 + 6;
+  let head = `\x0a${varintText(id.length)}${id}`;
+  for (const part of parts) {
+    head += part.wire;
+    json += part.json;
   }
   const schemaLength = 2 + fieldSize(type.length);
   head += `\x1a${varintText(schemaLength)}\x08${String.fromCharCode(SCHEMA_FORMAT_JSON)}\x12${varintText(type.length)}${type}`;
@@ -129,8 +174,13 @@ function encodePlain(id: string, type: string, data: Buffer | string, properties
   const buffer = Buffer.allocUnsafe(head.length + dataLength);
   let o = buffer.write(head, 0, 'latin1');
   o += typeof data === 'string' ? buffer.write(data, o, 'utf8') : data.copy(buffer, o);
-  if (o !== buffer.length) throw new Error(`encodeAppendRecordSized: wrote ${o} of ${buffer.length} bytes`);
+  if (o !== buffer.length) throw new Error(`encodePlainRecord: wrote ${o} of ${buffer.length} bytes`);
   return { record: buffer, size: dataLength + json + type.length };
+}
+
+function encodePlain(id: string, type: string, data: Buffer | string, properties: Readonly<Record<string, string>>): { record: Buffer; size: number } | null {
+  const plain = plainProperties(properties);
+  return plain && encodePlainRecord(id, type, data, [plain]);
 }
 
 function encodeGeneral(id: string, type: string, data: Buffer, properties: Readonly<Record<string, string>>): { record: Buffer; size: number } {

@@ -30,27 +30,44 @@ const FORMAT_NAMES: Record<number, string> = {
 };
 
 /**
+ * `"$schema.name":<type>,"$schema.format":<format>}` as bytes, per format and type (a few per
+ * workload): what the server adds after a record's properties in the event's metadata JSON.
+ */
+const schemaTails = new Map<string, Buffer>();
+export function metadataTail(format: number, type: string): Buffer {
+  const key = `${format}\n${type}`;
+  let tail = schemaTails.get(key);
+  if (!tail) {
+    const formatName = FORMAT_NAMES[format] ?? String(format);
+    tail = Buffer.from(`"$schema.name":${JSON.stringify(type)},"$schema.format":${JSON.stringify(formatName)}}`, 'utf8');
+    if (schemaTails.size < 1024) schemaTails.set(key, tail);
+  }
+  return tail;
+}
+
+/**
  * A record becomes an event whose metadata is its properties (stored as a protobuf Struct and
  * rendered as JSON on read), plus `$schema.name` (the event type) and `$schema.format`
  * (EventRecord.SynthesizeMetadataFromProperties; non-JSON formats get `$schema.format` already in
  * PreProcessRecord). Readers of such events therefore see two extra metadata keys.
  */
-function toProposedEvent(record: DecodedAppendRecord): { event: ProposedEvent; propertiesSize: number } {
+export function toProposedEvent(record: DecodedAppendRecord): { event: ProposedEvent; propertiesSize: number } {
   const format = record.schema?.format ?? SchemaFormat.SCHEMA_FORMAT_UNSPECIFIED;
   const type = record.schema?.name ?? '';
   const formatName = FORMAT_NAMES[format] ?? String(format);
-  let json: string;
-  if (!Object.prototype.hasOwnProperty.call(record.properties, '$schema.name') && !Object.prototype.hasOwnProperty.call(record.properties, '$schema.format')) {
+  let metadata: Buffer;
+  if (record.metadataJson) {
+    metadata = record.metadataJson; // made by the decoder with `metadataTail`, the same bytes
+  } else if (!Object.prototype.hasOwnProperty.call(record.properties, '$schema.name') && !Object.prototype.hasOwnProperty.call(record.properties, '$schema.format')) {
     // Appending the two keys to the serialized properties gives the same JSON as adding them to a copy.
     const own = JSON.stringify(record.properties);
-    json = `${own.length > 2 ? `${own.slice(0, -1)},` : '{'}"$schema.name":${JSON.stringify(type)},"$schema.format":${JSON.stringify(formatName)}}`;
+    metadata = Buffer.from(`${own.length > 2 ? `${own.slice(0, -1)},` : '{'}"$schema.name":${JSON.stringify(type)},"$schema.format":${JSON.stringify(formatName)}}`, 'utf8');
   } else {
     const properties: Record<string, unknown> = { ...record.properties };
     properties['$schema.name'] = type;
     properties['$schema.format'] = formatName;
-    json = JSON.stringify(properties);
+    metadata = Buffer.from(JSON.stringify(properties), 'utf8');
   }
-  const metadata = Buffer.from(json, 'utf8');
   return {
     event: {
       id: (record.id ?? randomUUID()).toLowerCase(), // PreProcessRecord fills a missing id
@@ -235,7 +252,7 @@ export function serveAppendSession(context: ServerContext, stream: http2.ServerH
       pending = pending.subarray(5 + length);
       let request: DecodedAppendRequest;
       try {
-        request = decodeAppendRequest(bytes);
+        request = decodeAppendRequest(bytes, metadataTail);
       } catch (error) {
         const details = `could not decode AppendRequest: ${(error as Error).message}`;
         return answerError(Object.assign(new Error(details), { code: grpc.status.INTERNAL, details, metadata: new grpc.Metadata() }));
@@ -269,5 +286,5 @@ export function serveAppendSession(context: ServerContext, stream: http2.ServerH
 export function streamsV2ServiceDefinition(definition: grpc.ServiceDefinition): grpc.ServiceDefinition {
   const appendSession = definition['appendSession'];
   if (!appendSession) throw new Error('the v2 StreamsService definition has no appendSession');
-  return { ...definition, appendSession: { ...appendSession, requestDeserialize: (bytes: Buffer) => decodeAppendRequest(bytes) } };
+  return { ...definition, appendSession: { ...appendSession, requestDeserialize: (bytes: Buffer) => decodeAppendRequest(bytes, metadataTail) } };
 }
