@@ -1,4 +1,4 @@
-import type { QualifiedTable, Row, SourceUnit } from '../source/types.js';
+import type { QualifiedTable, ReadChange, Row, RowChange, SourceUnit } from '../source/types.js';
 import type { TableAllowlist } from './define-mapper.js';
 
 /**
@@ -53,48 +53,71 @@ export function touchesDeclaredTables(unit: SourceUnit, tables: Readonly<Record<
   return false;
 }
 
-export function visibleUnit(unit: SourceUnit, tables: Readonly<Record<QualifiedTable, TableAllowlist>>): VisibleUnit {
+/**
+ * A change of a table the mapper declared, not yet filtered: the allowlist runs when the mapper
+ * looks at it ({@link visibleChange}), so changes a mapper never reads cost no rows (the bulk of a
+ * transaction is often rows one mapper reads through another's, or none at all).
+ */
+export interface DeclaredChange {
+  readonly op: VisibleChange['op'];
+  readonly table: QualifiedTable;
+  /** Index of the change in the source transaction (all tables, before filtering). */
+  readonly index: number;
+  readonly change: RowChange | ReadChange;
+  readonly allow: TableAllowlist;
+}
+
+export interface DeclaredUnit {
+  readonly changes: readonly DeclaredChange[];
+  /** Declared tables truncated in this transaction, sorted. */
+  readonly truncated: readonly QualifiedTable[];
+}
+
+/** The unit's changes of declared tables (and declared truncated tables), in order, unfiltered. */
+export function declaredChanges(unit: SourceUnit, tables: Readonly<Record<QualifiedTable, TableAllowlist>>): DeclaredUnit {
   if (unit.kind === 'snapshot') {
     const allow = tables[unit.change.table];
     if (!allow) return { changes: [], truncated: [] };
-    const change: VisibleChange = {
-      op: 'read',
-      table: unit.change.table,
-      index: 0,
-      after: pick(unit.change.after, allow.columns),
-      before: null,
-      key: pick(unit.change.key, allow.columns),
-      oldKey: null,
-      allow,
-    };
-    return { changes: [Object.freeze(change)], truncated: [] };
+    return { changes: [{ op: 'read', table: unit.change.table, index: 0, change: unit.change, allow }], truncated: [] };
   }
-  const changes: VisibleChange[] = [];
-  const truncated = new Set<string>();
-  unit.changes.forEach((change, index) => {
+  const changes: DeclaredChange[] = [];
+  let truncated: Set<string> | null = null;
+  const all = unit.changes;
+  for (let index = 0; index < all.length; index++) {
+    const change = all[index]!;
     if (change.op === 'truncate') {
-      for (const table of change.tables) if (tables[table]) truncated.add(table);
-      return;
+      for (const table of change.tables) if (tables[table]) (truncated ??= new Set()).add(table);
+      continue;
     }
-    if (change.op !== 'insert' && change.op !== 'update' && change.op !== 'delete') return;
+    if (change.op !== 'insert' && change.op !== 'update' && change.op !== 'delete') continue;
     const allow = tables[change.table];
-    if (!allow) return;
-    const key = pick(change.key, allow.columns);
-    let after: Row | null = null;
-    let before: Row | null = null;
-    let oldKey: Row | null = null;
-    if (change.op === 'insert') {
-      after = pick(change.after, allow.columns);
-    } else if (change.op === 'update') {
-      after = pick(change.after, allow.columns);
-      oldKey = change.oldKey ? pick(change.oldKey, allow.columns) : null;
-      if (allow.before === 'key') before = oldKey ?? key;
-      else if (allow.before !== 'none') before = change.before ? pick(change.before, allow.before) : null;
-    } else {
-      if (allow.before === 'key') before = key;
-      else if (allow.before !== 'none') before = pick(change.before, allow.before);
-    }
-    changes.push(Object.freeze({ op: change.op, table: change.table, index, after, before, key, oldKey, allow }));
-  });
-  return { changes, truncated: [...truncated].sort() };
+    if (allow) changes.push({ op: change.op, table: change.table, index, change, allow });
+  }
+  return { changes, truncated: truncated ? [...truncated].sort() : [] };
+}
+
+/** One declared change through the allowlist: only declared columns, frozen. */
+export function visibleChange(declared: DeclaredChange): VisibleChange {
+  const { change, allow } = declared;
+  const key = pick(change.key, allow.columns);
+  let after: Row | null = null;
+  let before: Row | null = null;
+  let oldKey: Row | null = null;
+  if (change.op === 'read' || change.op === 'insert') {
+    after = pick(change.after, allow.columns);
+  } else if (change.op === 'update') {
+    after = pick(change.after, allow.columns);
+    oldKey = change.oldKey ? pick(change.oldKey, allow.columns) : null;
+    if (allow.before === 'key') before = oldKey ?? key;
+    else if (allow.before !== 'none') before = change.before ? pick(change.before, allow.before) : null;
+  } else {
+    if (allow.before === 'key') before = key;
+    else if (allow.before !== 'none') before = pick(change.before, allow.before);
+  }
+  return Object.freeze({ op: declared.op, table: declared.table, index: declared.index, after, before, key, oldKey, allow });
+}
+
+export function visibleUnit(unit: SourceUnit, tables: Readonly<Record<QualifiedTable, TableAllowlist>>): VisibleUnit {
+  const declared = declaredChanges(unit, tables);
+  return { changes: declared.changes.map(visibleChange), truncated: declared.truncated };
 }

@@ -1,5 +1,5 @@
 import type { SourceUnit } from '../source/types.js';
-import { touchesDeclaredTables, type VisibleChange } from './allowlist.js';
+import { touchesDeclaredTables, type DeclaredChange, type VisibleChange } from './allowlist.js';
 import type { AnyMapper, MappedEvent } from './define-mapper.js';
 import { canonicalKey, changeEventId, EVENT_ASSEMBLER_NAMESPACE, snapshotEventId, uuidv5 } from './event-id.js';
 import {
@@ -82,14 +82,14 @@ export function correlationId(unit: SourceUnit, context: MapContext): string {
 }
 
 /** The distinct values of one field of the changes, sorted, comma-separated (most units: one or two values). */
-function distinctSorted(visible: readonly VisibleChange[], field: 'table' | 'op'): string {
+function distinctSorted(visible: readonly { readonly table: string; readonly op: string }[], field: 'table' | 'op'): string {
   const values: string[] = [];
   for (const change of visible) if (!values.includes(change[field])) values.push(change[field]);
   return values.length === 1 ? values[0]! : values.sort().join(',');
 }
 
 /** Metadata describing the unit as one mapper saw it (shared by its events and its failed records). */
-function sourceMetadata(unit: SourceUnit, visible: readonly VisibleChange[], context: MapContext, mapper: string): Record<string, string> {
+function sourceMetadata(unit: SourceUnit, visible: readonly { readonly table: string; readonly op: string }[], context: MapContext, mapper: string): Record<string, string> {
   const metadata: Record<string, string> = {};
   if (unit.kind === 'transaction') {
     metadata['source.checkpoint'] = unit.position.checkpoint;
@@ -225,28 +225,29 @@ export function mapUnit(mappers: readonly AnyMapper[], unit: SourceUnit, context
     names.add(mapper.name);
   }
 
-  const produced: { mapper: string; visible: readonly VisibleChange[]; checked: CheckedEvent[] }[] = [];
+  const produced: { mapper: string; declared: readonly DeclaredChange[]; checked: CheckedEvent[] }[] = [];
   const failed: FailedRecord[] = [];
   for (const mapper of mappers) {
     if (!touchesDeclaredTables(unit, mapper.tables)) continue;
-    const { tx, isEmpty, visible } = createTransactionView(unit, mapper.tables);
+    const view = createTransactionView(unit, mapper.tables);
+    const { tx, isEmpty } = view;
     if (isEmpty) continue;
     let checked: CheckedEvent[];
     try {
       checked = checkMappedEvents(mapper.map(tx));
     } catch (error) {
-      const diagnosis = diagnose(unit, visible, context, mapper.name, error);
+      const diagnosis = diagnose(unit, view.visible, context, mapper.name, error);
       if (mapper.onError === 'halt') throw new MapperError(diagnosis, { cause: error });
-      failed.push(mapperFailedRecord(unit, visible, context, mapper.name, diagnosis));
+      failed.push(mapperFailedRecord(unit, view.visible, context, mapper.name, diagnosis));
       continue;
     }
-    produced.push({ mapper: mapper.name, visible, checked });
+    produced.push({ mapper: mapper.name, declared: view.declared, checked });
   }
 
   const count = produced.reduce((n, p) => n + p.checked.length, 0);
   const events: EventToAppend[] = [];
-  for (const { mapper, visible, checked } of produced) {
-    const source = sourceMetadata(unit, visible, context, mapper);
+  for (const { mapper, declared, checked } of produced) {
+    const source = sourceMetadata(unit, declared, context, mapper);
     checked.forEach(({ event, entity }, ordinal) => {
       const metadata: Record<string, string> = {};
       const own = event.metadata;

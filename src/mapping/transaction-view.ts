@@ -1,5 +1,5 @@
 import { isUnchangedToast, type QualifiedTable, type Row, type SourcePosition, type SourceUnit } from '../source/types.js';
-import { visibleUnit, type VisibleChange } from './allowlist.js';
+import { declaredChanges, visibleChange, type DeclaredChange, type VisibleChange } from './allowlist.js';
 import type { ColumnOf, RowOf, TableAllowlist } from './define-mapper.js';
 import { MapperUsageError } from './mapper-error.js';
 import { valuesEqual } from './values.js';
@@ -208,7 +208,10 @@ class ChangeViewImpl {
 
 const EMPTY: readonly never[] = Object.freeze([]);
 
-/** The transaction a mapper receives (see `Transaction`): methods on the prototype, lists built on demand. */
+/**
+ * The transaction a mapper receives (see `Transaction`): methods on the prototype, lists built on
+ * demand, and each change through the allowlist only when the mapper first looks at it.
+ */
 class TransactionViewImpl {
   readonly tables: readonly QualifiedTable[];
   readonly isSnapshot: boolean;
@@ -217,15 +220,19 @@ class TransactionViewImpl {
   readonly position: SourcePosition | null;
   readonly xid: number | null;
   readonly commitLsn: string | null;
-  readonly #views: readonly ChangeView[];
+  readonly #changes: readonly DeclaredChange[];
+  /** Views made so far, by position in `#changes`. */
+  readonly #made: (ChangeView | undefined)[];
+  #all: readonly ChangeView[] | undefined;
   readonly #declared: Readonly<Record<QualifiedTable, TableAllowlist>>;
   readonly #truncated: readonly QualifiedTable[];
 
-  constructor(unit: SourceUnit, views: readonly ChangeView[], declared: Readonly<Record<QualifiedTable, TableAllowlist>>, truncated: readonly QualifiedTable[]) {
+  constructor(unit: SourceUnit, changes: readonly DeclaredChange[], declared: Readonly<Record<QualifiedTable, TableAllowlist>>, truncated: readonly QualifiedTable[]) {
     const names: QualifiedTable[] = [];
-    for (const v of views) if (!names.includes(v.table)) names.push(v.table);
+    for (const c of changes) if (!names.includes(c.table)) names.push(c.table);
     this.tables = Object.freeze(names);
-    this.#views = views;
+    this.#changes = changes;
+    this.#made = new Array<ChangeView | undefined>(changes.length);
     this.#declared = declared;
     this.#truncated = truncated;
     if (unit.kind === 'snapshot') {
@@ -246,6 +253,18 @@ class TransactionViewImpl {
     Object.freeze(this);
   }
 
+  #view(i: number): ChangeView {
+    return (this.#made[i] ??= new ChangeViewImpl(visibleChange(this.#changes[i]!)) as unknown as ChangeView);
+  }
+
+  /** Views of the changes that pass `test` (on table and operation only), in order. */
+  #where(test: (change: DeclaredChange) => boolean): ChangeView[] {
+    const out: ChangeView[] = [];
+    const changes = this.#changes;
+    for (let i = 0; i < changes.length; i++) if (test(changes[i]!)) out.push(this.#view(i));
+    return out;
+  }
+
   #assertDeclared(table: string): void {
     if (!this.#declared[table]) {
       throw new MapperUsageError(`table ${table} is not declared by this mapper; add it to tables`, { table });
@@ -253,14 +272,14 @@ class TransactionViewImpl {
   }
 
   #ofOp(table: string, op: ChangeView['op']): readonly ChangeView[] {
-    const out = this.#views.filter((v) => v.table === table && v.op === op);
+    const out = this.#where((c) => c.table === table && c.op === op);
     return out.length === 0 ? EMPTY : Object.freeze(out);
   }
 
   changes(table?: string): readonly ChangeView[] {
-    if (table === undefined) return this.#views;
+    if (table === undefined) return (this.#all ??= Object.freeze(this.#where(() => true)));
     this.#assertDeclared(table);
-    return Object.freeze(this.#views.filter((v) => v.table === table));
+    return Object.freeze(this.#where((c) => c.table === table));
   }
 
   inserts(table: string): readonly ChangeView[] {
@@ -286,7 +305,7 @@ class TransactionViewImpl {
   rows(table: string, where?: Row | ((row: Row) => boolean)): readonly Row[] {
     this.#assertDeclared(table);
     const all: Row[] = [];
-    for (const v of this.#views) if (v.table === table && v.after !== null) all.push(v.after as Row);
+    for (const v of this.#where((c) => c.table === table)) if (v.after !== null) all.push(v.after as Row);
     if (where === undefined) return Object.freeze(all);
     if (typeof where === 'function') return Object.freeze(all.filter(where));
     const entries = Object.entries(where);
@@ -309,18 +328,23 @@ class TransactionViewImpl {
 }
 
 /**
- * Builds the view a mapper receives: `unit` filtered through the mapper's allowlist.
- * `isEmpty` tells the caller that nothing the mapper declared is in the unit (the mapper is then not called).
+ * Builds the view a mapper receives: `unit` filtered through the mapper's allowlist (change by
+ * change, as the mapper reads them). `isEmpty` tells the caller that nothing the mapper declared
+ * is in the unit (the mapper is then not called); `declared` lists the changes the view holds,
+ * and `visible` the same changes filtered (made on first use: diagnosis of a failure).
  */
 export function createTransactionView<DB = Record<string, Row>>(
   unit: SourceUnit,
   tables: Readonly<Record<QualifiedTable, TableAllowlist>>,
-): { readonly tx: Transaction<DB>; readonly isEmpty: boolean; readonly visible: readonly VisibleChange[] } {
-  const visible = visibleUnit(unit, tables);
-  const views = Object.freeze(visible.changes.map((change) => new ChangeViewImpl(change) as unknown as ChangeView));
+): { readonly tx: Transaction<DB>; readonly isEmpty: boolean; readonly declared: readonly DeclaredChange[]; readonly visible: readonly VisibleChange[] } {
+  const declared = declaredChanges(unit, tables);
+  let visible: readonly VisibleChange[] | undefined;
   return {
-    tx: new TransactionViewImpl(unit, views, tables, visible.truncated) as unknown as Transaction<DB>,
-    isEmpty: visible.changes.length === 0 && visible.truncated.length === 0,
-    visible: visible.changes,
+    tx: new TransactionViewImpl(unit, declared.changes, tables, declared.truncated) as unknown as Transaction<DB>,
+    isEmpty: declared.changes.length === 0 && declared.truncated.length === 0,
+    declared: declared.changes,
+    get visible() {
+      return (visible ??= declared.changes.map(visibleChange));
+    },
   };
 }

@@ -83,6 +83,12 @@ export type ReceiptUnit = TransactionUnit | SnapshotUnit;
 export type Receipt = ReceiptUnit & { readonly ordinal: number; readonly count: number };
 
 export function receiptAt(unit: ReceiptUnit, ordinal: number, count: number): Receipt {
+  // Spelled out rather than spread (`{ ...unit, ordinal, count }`): one per appended stream, and
+  // a spread of a unit cost ~3 µs in the profile. Same keys, same order.
+  if (unit.kind === 'transaction') {
+    const { assembler, source, commitLsn, xid } = unit;
+    return source === undefined ? { kind: 'transaction', assembler, commitLsn, xid, ordinal, count } : { kind: 'transaction', assembler, source, commitLsn, xid, ordinal, count };
+  }
   return { ...unit, ordinal, count };
 }
 

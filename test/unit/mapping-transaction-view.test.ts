@@ -42,6 +42,32 @@ describe('Transaction view', () => {
     expect(tx.xid).toBe(42);
   });
 
+  it('filters each change when first read, by any accessor, and hands out the same view object afterwards', () => {
+    const withSecrets = transaction([
+      insert('public.invoice_line', { invoice_id: 'inv_1', line_no: 1, amount: '10.00', cost_price: '7.00' }, lineKey),
+      update('public.invoice', { id: 'inv_1', status: 'draft', total: '0.00', note: 'x', owner_email: 'a@b.c' }, { id: 'inv_1', status: 'issued', total: '15.00', note: 'x', owner_email: 'a@b.c' }),
+    ]);
+    const secrets = ['cost_price', 'owner_email'];
+    const seen = (rows: readonly (object | null)[]) => rows.flatMap((row) => (row ? Object.keys(row) : []));
+    // Every accessor, each first on a fresh view (the order of first reads differs), then again.
+    const accessors: ((tx: Transaction) => readonly (object | null)[])[] = [
+      (tx) => tx.rows('public.invoice_line'),
+      (tx) => tx.related('public.invoice_line', { invoice_id: 'inv_1' }),
+      (tx) => tx.updates('public.invoice').flatMap((c) => [c.after, c.before, c.key, c.oldKey]),
+      (tx) => tx.transitions('public.invoice', 'status', 'draft', 'issued').flatMap((c) => [c.after, c.before]),
+      (tx) => tx.changes().flatMap((c) => [c.after, c.before, c.key]),
+      (tx) => tx.changes('public.invoice_line').map((c) => c.after),
+    ];
+    for (const first of accessors) {
+      const tx = view(withSecrets);
+      const rows = [...first(tx), ...accessors.flatMap((read) => read(tx))];
+      expect(seen(rows).filter((column) => secrets.includes(column))).toEqual([]);
+      expect(tx.changes('public.invoice')[0]).toBe(tx.updates('public.invoice')[0]);
+      expect(tx.changes()[0]).toBe(tx.inserts('public.invoice_line')[0]);
+      expect(tx.changes()).toBe(tx.changes());
+    }
+  });
+
   it('lists changes per table and per operation, in transaction order', () => {
     const tx = view(issue);
     expect(tx.changes().map((c) => `${c.table}:${c.op}`)).toEqual([
