@@ -359,6 +359,12 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
       return pushOther(message, walStart);
     },
 
+    pushRow(message: InsertMessage | UpdateMessage | DeleteMessage): Promise<void> | undefined {
+      if (closed) throw new ProtocolStateError('transaction buffer is closed');
+      const { txn, subXid } = mustTarget(message.xid, message.tag);
+      return addRow(txn, subXid, message);
+    },
+
     async close() {
       if (closed) return;
       closed = true;

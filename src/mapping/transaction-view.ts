@@ -1,5 +1,5 @@
 import { isUnchangedToast, type QualifiedTable, type Row, type SourcePosition, type SourceUnit } from '../source/types.js';
-import { declaredChanges, visibleChange, type DeclaredChange, type VisibleChange } from './allowlist.js';
+import { declaredChanges, visibleChange, type DeclaredChange, type DeclaredUnit, type VisibleChange } from './allowlist.js';
 import type { ColumnOf, RowOf, TableAllowlist } from './define-mapper.js';
 import { MapperUsageError } from './mapper-error.js';
 import { valuesEqual } from './values.js';
@@ -338,13 +338,24 @@ export function createTransactionView<DB = Record<string, Row>>(
   tables: Readonly<Record<QualifiedTable, TableAllowlist>>,
 ): { readonly tx: Transaction<DB>; readonly isEmpty: boolean; readonly declared: readonly DeclaredChange[]; readonly visible: readonly VisibleChange[] } {
   const declared = declaredChanges(unit, tables);
-  let visible: readonly VisibleChange[] | undefined;
-  return {
-    tx: new TransactionViewImpl(unit, declared.changes, tables, declared.truncated) as unknown as Transaction<DB>,
-    isEmpty: declared.changes.length === 0 && declared.truncated.length === 0,
-    declared: declared.changes,
-    get visible() {
-      return (visible ??= declared.changes.map(visibleChange));
-    },
-  };
+  return new CreatedView<DB>(new TransactionViewImpl(unit, declared.changes, tables, declared.truncated) as unknown as Transaction<DB>, declared);
+}
+
+/** What `createTransactionView` returns (a class: one per mapper and transaction, `visible` made only when asked). */
+class CreatedView<DB> {
+  readonly isEmpty: boolean;
+  readonly declared: readonly DeclaredChange[];
+  #visible: readonly VisibleChange[] | undefined;
+
+  constructor(
+    readonly tx: Transaction<DB>,
+    unit: DeclaredUnit,
+  ) {
+    this.isEmpty = unit.changes.length === 0 && unit.truncated.length === 0;
+    this.declared = unit.changes;
+  }
+
+  get visible(): readonly VisibleChange[] {
+    return (this.#visible ??= this.declared.map(visibleChange));
+  }
 }

@@ -344,9 +344,35 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
       }
       session = s;
       state = 'streaming';
-      chain = chain.then(resetForSession);
+      pending += 1; // nothing is taken in on the fast path below before the reset ran
+      chain = chain.then(resetForSession).finally(() => {
+        pending -= 1;
+      });
     },
     onMessage(message, walStart, size) {
+      if (pending === 0 && (message.tag === 'insert' || message.tag === 'update' || message.tag === 'delete')) {
+        // The hot path: nothing is queued before this row change (so order holds), and it is
+        // taken in at once unless the buffer has to wait for the disk — no promise per row.
+        if (fatalError) return;
+        let wait: Promise<void> | undefined;
+        try {
+          trackBytes(message, size);
+          wait = buffer.pushRow(message);
+        } catch (error) {
+          fail(error instanceof Error ? error : new Error(String(error)));
+          return;
+        }
+        if (wait === undefined) return;
+        pending += 1;
+        const waiting = wait.then(undefined, (error: unknown) => fail(error instanceof Error ? error : new Error(String(error))));
+        chain = chain
+          .then(() => waiting)
+          .finally(() => {
+            pending -= 1;
+            updateFlow();
+          });
+        return;
+      }
       pending += 1;
       if (pending >= MAX_PENDING_MESSAGES) updateFlow();
       chain = chain.then(async () => {

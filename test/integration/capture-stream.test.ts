@@ -1,6 +1,7 @@
 // Capture end to end against PostgreSQL 17, as a least-privilege role: what arrives, in
 // which order, and how complete (row ops, key changes, truncate, messages, interleaving,
 // unchanged TOAST, schema changes, streamed transactions with aborted subtransactions).
+import { tmpdir } from 'node:os';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { createPostgresSource, type PostgresSource, type PostgresSourceOptions } from '../../src/source/index.js';
@@ -213,6 +214,21 @@ describe('capture stream (PostgreSQL 17, least-privilege role)', () => {
       const stats = await db.query<{ stream_txns: string }>(`SELECT stream_txns::text FROM pg_stat_replication_slots WHERE slot_name LIKE 'streaming_%'`);
       expect(Number(stats[0]?.stream_txns)).toBeGreaterThanOrEqual(2);
     }, { timeout: 10_000, interval: 100 });
+  });
+
+  it('a transaction that spills to disk mid-way keeps every row in order, and so do the transactions after it', async () => {
+    // A small memory limit: the first rows are taken in at once, then a row waits for the spill
+    // and the rows behind it queue; none may overtake another.
+    const { consumer } = await capture('spill', ['public.invoice_line'], { protocolVersion: 1, streaming: false, memoryLimitBytes: 16 * 1024, spillDir: tmpdir() });
+    await db.query(`INSERT INTO public.invoice_line SELECT 900, g, g FROM generate_series(1, 3000) g`);
+    await db.query(`INSERT INTO public.invoice_line VALUES (901, 1, 1), (901, 2, 2)`);
+    await db.query(`INSERT INTO public.invoice_line SELECT 902, g, g FROM generate_series(1, 500) g`);
+    const received = await consumer.until((r) => r.length >= 3);
+    expect(received.map((r) => r.changes.length)).toEqual([3000, 2, 500]);
+    expect(received[0]!.changes.map((c) => after(c)?.line)).toEqual(Array.from({ length: 3000 }, (_, i) => i + 1));
+    expect(received[1]!.changes.map((c) => after(c)?.line)).toEqual([1, 2]);
+    expect(received[2]!.changes.map((c) => after(c)?.line)).toEqual(Array.from({ length: 500 }, (_, i) => i + 1));
+    expect(received.map((r) => after(r.changes[0]!)?.invoice_id)).toEqual([900, 901, 902]);
   });
 
   it('speaks protocol version 1 when asked (no streaming)', async () => {
