@@ -3,7 +3,7 @@
  * complete transactions in commit order, holding at most `memoryLimitBytes` of decoded changes
  * in memory and spilling the rest to disk.
  */
-import type { DeleteMessage, InsertMessage, PgoutputMessage, UpdateMessage } from '../source/pgoutput/messages.js';
+import type { PgoutputMessage } from '../source/pgoutput/messages.js';
 import type { RelationRegistry } from '../source/relations.js';
 import type { Change, Lsn, MessageChange, SourcePosition, SourceTransaction } from '../source/types.js';
 
@@ -46,11 +46,11 @@ export interface TransactionBuffer {
   /** Feed decoded messages in stream order, with the XLogData walStart of each; yields what completed. */
   push(message: PgoutputMessage, walStart: Lsn): Promise<CommittedTransaction | NonTransactionalMessage | null>;
   /**
-   * A row change (insert, update, delete) — what `push` does with one, without a promise when
-   * nothing has to wait for the disk: `undefined` when it was taken in, else a promise that
-   * settles once it is (spill, flush). Throws what `push` would reject with.
+   * What `push` does, without a promise when nothing has to wait for the disk (row changes,
+   * Begin, and the Commit of a transaction held in memory — nearly every message): the result
+   * itself, else a promise of it. Throws what `push` would reject with.
    */
-  pushRow(message: InsertMessage | UpdateMessage | DeleteMessage): Promise<void> | undefined;
+  pushNow(message: PgoutputMessage, walStart: Lsn): CommittedTransaction | NonTransactionalMessage | null | Promise<CommittedTransaction | NonTransactionalMessage | null>;
   /** Estimated bytes of decoded changes currently held in memory. */
   readonly memoryBytes: number;
   /** Number of transactions (streamed or not) currently open. */

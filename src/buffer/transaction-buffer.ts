@@ -192,7 +192,9 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
     memoryBytes -= entry.bytes;
   }
 
-  async function finish(txn: OpenTransaction, commitLsn: Lsn, endLsn: Lsn, commitTime: string): Promise<CommittedTransaction> {
+  /** The committed transaction when it is held in memory (no disk to wait for), else null. */
+  function finishInMemory(txn: OpenTransaction, commitLsn: Lsn, endLsn: Lsn, commitTime: string): CommittedTransaction | null {
+    if (txn.spill !== null) return null;
     const base = {
       kind: 'transaction' as const,
       xid: txn.xid,
@@ -203,13 +205,26 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
       position: options.makePosition(commitLsn, txn.xid),
       changeCount: txn.count,
     };
-    const file = txn.spill;
-    if (file === null) {
-      memoryBytes -= txn.bytes;
-      const changes = txn.changes;
-      txn.changes = [];
-      return new InMemoryTransaction(base, changes);
-    }
+    memoryBytes -= txn.bytes;
+    const changes = txn.changes;
+    txn.changes = [];
+    return new InMemoryTransaction(base, changes);
+  }
+
+  async function finish(txn: OpenTransaction, commitLsn: Lsn, endLsn: Lsn, commitTime: string): Promise<CommittedTransaction> {
+    const inMemory = finishInMemory(txn, commitLsn, endLsn, commitTime);
+    if (inMemory !== null) return inMemory;
+    const base = {
+      kind: 'transaction' as const,
+      xid: txn.xid,
+      commitLsn,
+      endLsn,
+      commitTime,
+      origin: txn.origin,
+      position: options.makePosition(commitLsn, txn.xid),
+      changeCount: txn.count,
+    };
+    const file = txn.spill!;
     await file.finish();
     const skip: ReadonlySet<number> = txn.aborted;
     return {
@@ -359,10 +374,34 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
       return pushOther(message, walStart);
     },
 
-    pushRow(message: InsertMessage | UpdateMessage | DeleteMessage): Promise<void> | undefined {
+    pushNow(message: PgoutputMessage, walStart: Lsn): CommittedTransaction | NonTransactionalMessage | null | Promise<CommittedTransaction | NonTransactionalMessage | null> {
       if (closed) throw new ProtocolStateError('transaction buffer is closed');
-      const { txn, subXid } = mustTarget(message.xid, message.tag);
-      return addRow(txn, subXid, message);
+      switch (message.tag) {
+        case 'insert':
+        case 'update':
+        case 'delete': {
+          const { txn, subXid } = mustTarget(message.xid, message.tag);
+          const pending = addRow(txn, subXid, message);
+          return pending === undefined ? null : pending.then(() => null);
+        }
+        case 'begin':
+          // What pushOther does, when no schema change waits to be written into the transaction.
+          if (current === null && streamTop === null && pendingSchema.length === 0) {
+            current = open(message.xid, false);
+            return null;
+          }
+          break;
+        case 'commit':
+          if (current !== null && current.spill === null) {
+            const txn = current;
+            current = null;
+            return finishInMemory(txn, message.commitLsn, message.endLsn, message.commitTime);
+          }
+          break;
+        default:
+          break;
+      }
+      return pushOther(message, walStart);
     },
 
     async close() {

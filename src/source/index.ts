@@ -21,7 +21,7 @@
  */
 import pg from 'pg';
 import { z } from 'zod';
-import { createTransactionBuffer, type CommittedTransaction, type TransactionBuffer } from '../buffer/index.js';
+import { createTransactionBuffer, type CommittedTransaction, type NonTransactionalMessage, type TransactionBuffer } from '../buffer/index.js';
 import { EventAssemblerError } from '../errors.js';
 import { runStartupChecks, type CapturedTable, type StartupCheckReport } from './checks.js';
 import type { PgoutputMessage } from './pgoutput/messages.js';
@@ -291,14 +291,22 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
     }
   }
 
-  async function take(message: PgoutputMessage, walStart: Lsn, size: number): Promise<void> {
+  /**
+   * Takes one message in: into the buffer, and what completes into the queue. Synchronous when
+   * the buffer need not wait for the disk (nearly always); otherwise a promise of the same.
+   */
+  function take(message: PgoutputMessage, walStart: Lsn, size: number): Promise<void> | undefined {
     trackBytes(message, size);
-    const result = await buffer.push(message, walStart);
+    const result = buffer.pushNow(message, walStart);
+    return result instanceof Promise ? result.then((r) => taken(message, r, size)) : taken(message, result, size);
+  }
+
+  function taken(message: PgoutputMessage, result: CommittedTransaction | NonTransactionalMessage | null, size: number): Promise<void> | undefined {
     if (message.tag === 'commit') openXid = null;
-    if (!result) return;
+    if (!result) return undefined;
     if (result.kind === 'message') {
       options.onMessage?.(result.message, result.walStart);
-      return;
+      return undefined;
     }
     const tx = result;
     const bytes = openBytes.get(tx.xid) ?? size;
@@ -306,14 +314,14 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
     const end = parseLsn(tx.endLsn);
     if (end <= lastTakenEnd) {
       // Re-sent after a reconnect, and already taken in by this process: drop the copy.
-      await tx.release();
-      return;
+      return tx.release();
     }
     lastTakenEnd = end;
     inFlight.push({ endLsn: end, bytes });
     inFlightBytes += bytes;
     queue.push(tx);
     signal();
+    return undefined;
   }
 
   function resetForSession(): void {
@@ -350,19 +358,21 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
       });
     },
     onMessage(message, walStart, size) {
-      if (pending === 0 && (message.tag === 'insert' || message.tag === 'update' || message.tag === 'delete')) {
-        // The hot path: nothing is queued before this row change (so order holds), and it is
-        // taken in at once unless the buffer has to wait for the disk — no promise per row.
+      if (pending === 0) {
+        // The hot path: nothing is queued before this message (so order holds), and the buffer
+        // takes it in at once unless it has to wait for the disk — no promise per message.
         if (fatalError) return;
         let wait: Promise<void> | undefined;
         try {
-          trackBytes(message, size);
-          wait = buffer.pushRow(message);
+          wait = take(message, walStart, size);
         } catch (error) {
           fail(error instanceof Error ? error : new Error(String(error)));
           return;
         }
-        if (wait === undefined) return;
+        if (wait === undefined) {
+          if (message.tag === 'commit' || message.tag === 'stream-commit') updateFlow();
+          return;
+        }
         pending += 1;
         const waiting = wait.then(undefined, (error: unknown) => fail(error instanceof Error ? error : new Error(String(error))));
         chain = chain

@@ -288,3 +288,61 @@ describe('transaction buffer: spilling', () => {
     expect(ids(await txn!.toArray())).toEqual([2]);
   });
 });
+
+describe('transaction buffer: pushNow', () => {
+  /** Feeds with pushNow, noting which messages needed a promise. */
+  async function feedNow(b: TransactionBuffer, messages: PgoutputMessage[]) {
+    const out = [];
+    const waited: string[] = [];
+    for (const m of messages) {
+      let r = b.pushNow(m, '0/1');
+      if (r instanceof Promise) {
+        waited.push(m.tag);
+        r = await r;
+      }
+      if (r !== null) out.push(r);
+    }
+    return { out, waited };
+  }
+
+  const messages = (): PgoutputMessage[] => [
+    relation(), begin(1), insert(1), insert(2), commit('0/A'),
+    begin(2), insert(3), { tag: 'truncate', relationIds: [16384], cascade: false, restartIdentity: false }, commit('0/B'),
+    { tag: 'message', transactional: false, lsn: '0/C', prefix: 'p', content: Buffer.from('x') },
+  ];
+
+  it('gives what push gives, with no promise for rows, Begin and an in-memory Commit', async () => {
+    const viaPush = await feed(buffer(), messages());
+    const { out, waited } = await feedNow(buffer(), messages());
+    expect(out).toHaveLength(viaPush.length);
+    for (let i = 0; i < out.length; i++) {
+      const a = out[i]!;
+      const b = viaPush[i]!;
+      expect(a.kind).toBe(b.kind);
+      if (a.kind === 'transaction' && b.kind === 'transaction') {
+        expect({ ...a.position, commitLsn: a.commitLsn, endLsn: a.endLsn, xid: a.xid }).toEqual({ ...b.position, commitLsn: b.commitLsn, endLsn: b.endLsn, xid: b.xid });
+        expect(await a.toArray()).toEqual(await b.toArray());
+      } else expect(a).toEqual(b);
+    }
+    // Only what is not on the hot path goes through the promise-returning path.
+    expect(waited).toEqual(['relation', 'truncate', 'message']);
+  });
+
+  it('waits for the disk when a transaction spills, and its Commit then waits too', async () => {
+    const b = buffer({ memoryLimitBytes: 1 });
+    const { out, waited } = await feedNow(b, [relation(), begin(7), insert(1), insert(2), insert(3), commit('0/D')]);
+    expect(waited).toContain('insert');
+    expect(waited[waited.length - 1]).toBe('commit');
+    const tx = out[0] as CommittedTransaction;
+    expect(tx.spilled).toBe(true);
+    expect(ids(await tx.toArray())).toEqual([1, 2, 3]);
+    await tx.release();
+  });
+
+  it('is as strict as push about the protocol', () => {
+    const b = buffer();
+    expect(() => b.pushNow(insert(1), '0/1')).toThrow(ProtocolStateError);
+    expect(b.pushNow(begin(1), '0/1')).toBeNull();
+    return expect(b.pushNow(begin(2), '0/1')).rejects.toThrow(ProtocolStateError);
+  });
+});
