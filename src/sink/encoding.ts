@@ -3,7 +3,7 @@ import { uuidv5 as uuidv5In } from '../mapping/event-id.js';
 import { jsonEvent, type EventData } from '@kurrent/kurrentdb-client';
 import { SinkError } from './errors.js';
 import { RECEIPT_KEYS, RECEIPT_PREFIX, receiptAt, receiptUnitMetadata, type Receipt, type ReceiptUnit } from './receipt.js';
-import { encodeAppendRecordSized, encodePlainRecord, plainProperties, plainProperty, plainPropertyEntry, type PlainProperties } from './v2-append.js';
+import { encodeAppendRecordSized, encodePlainRecord, plainProperties, plainProperty, PlainPropertiesBuilder, type PlainProperties } from './v2-append.js';
 
 /** What the sink needs of an event (the mapping SDK's `EventToAppend` fits). */
 export interface EncodableEvent {
@@ -152,21 +152,13 @@ export function prepareEvent(event: EncodableEvent, unit: ReceiptUnit | UnitRece
   if (typeof event.type !== 'string' || event.type.length === 0) throw invalid('has no type');
   if (typeof event.id !== 'string' || !UUID_PATTERN.test(event.id)) throw invalid('has an id that is not a UUID (KurrentDB event ids are UUIDs)');
   const source = event.metadata ?? {};
-  // Checked, and encoded for multi-stream append in the same pass (while all of it is plain).
-  let wire: string | null = '';
-  let json = 0;
+  // Checked, and collected for the multi-stream encoding in the same pass (while all of it is plain).
+  let plain: PlainPropertiesBuilder | null = new PlainPropertiesBuilder();
   for (const key in source) {
     const value = source[key];
     if (typeof value !== 'string') throw invalid(`has metadata "${key}" that is not a string (metadata must be flat and string-valued)`, { key });
     if (key.startsWith(RECEIPT_PREFIX)) throw invalid(`brings its own metadata "${key}"; the "${RECEIPT_PREFIX}" keys belong to the sink`, { key });
-    if (wire !== null) {
-      const entry = plainPropertyEntry(key, value);
-      if (entry === null) wire = null;
-      else {
-        wire += entry;
-        json += key.length + value.length + 6;
-      }
-    }
+    if (plain !== null && !plain.add(key, value)) plain = null;
   }
   let dataJson: string | undefined;
   try {
@@ -177,8 +169,8 @@ export function prepareEvent(event: EncodableEvent, unit: ReceiptUnit | UnitRece
   if (dataJson === undefined) throw invalid('has no data');
   const part = 'plain' in unit ? unit : unitReceiptPart(unit);
   // The event's own keys are kept as given (not copied): with a plain encoding they are not read again for multi-stream appends.
-  const own = wire === null ? { ...source } : source;
-  return new Prepared(event.id, event.stream, event.type, dataJson, event.data, own, wire === null ? null : { wire, json }, part, ordinal, count);
+  const own = plain === null ? { ...source } : source;
+  return new Prepared(event.id, event.stream, event.type, dataJson, event.data, own, plain, part, ordinal, count);
 }
 
 /** The sink's UUIDv5 namespace (for its own checkpoint events). Never change it. */

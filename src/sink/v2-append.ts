@@ -81,100 +81,123 @@ export function encodeAppendRecordSized(id: string, type: string, data: Buffer |
 /** Printable ASCII without `"` and `\\`: one byte per character in UTF-8, JSON-quoted as itself. */
 const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
 
-/** A varint as a Latin-1 string (each char one byte). */
-function varintText(n: number): string {
-  if (n < 0x80) return String.fromCharCode(n);
-  let s = '';
-  while (n >= 0x80) {
-    s += String.fromCharCode((n % 128) | 0x80);
-    n = Math.floor(n / 128);
-  }
-  return s + String.fromCharCode(n);
-}
-
 /** Per property key: its encoded `key` field (tag 1, length, bytes), or null when the key is not plain. */
-const plainKeys = new Map<string, string | null>();
+const plainKeys = new Map<string, Uint8Array | null>();
 
-function plainKeyField(key: string): string | null {
+function plainKeyField(key: string): Uint8Array | null {
   let field = plainKeys.get(key);
   if (field === undefined) {
-    field = PLAIN.test(key) ? `\x0a${varintText(key.length)}${key}` : null;
+    if (PLAIN.test(key)) {
+      const bytes = Buffer.allocUnsafe(fieldSize(key.length));
+      const o = lenField(bytes, 0, 1, key.length);
+      bytes.write(key, o, 'latin1');
+      field = new Uint8Array(bytes);
+    } else field = null;
     if (plainKeys.size < 4096) plainKeys.set(key, field);
   }
   return field;
 }
 
 /**
- * Properties encoded the fast way: the protobuf map entries as a Latin-1 string (byte = char) and
- * the bytes their `"k":"v",` members take in the metadata JSON the server stores. Computed once
- * for what several records share (a unit's receipt keys), and per record for the rest.
+ * Properties encoded the fast way (plain ASCII keys and values): the map entries as key fields
+ * and values, in order, with the bytes they take on the wire and as `"k":"v",` members of the
+ * metadata JSON the server stores. Made once for what several records share (a unit's receipt
+ * keys), and per record for the rest; written straight into the record's buffer.
  */
 export interface PlainProperties {
-  readonly wire: string;
+  /** Key field, value, key field, value, … */
+  readonly entries: readonly (Uint8Array | string)[];
+  readonly bytes: number;
   readonly json: number;
 }
 
-/** One map entry `{ key = 1; value = 2 { string_value = 3 } }` for a plain key field and a plain value. */
-function plainEntry(keyField: string, value: string): string {
-  const v = value.length;
-  if (v < 0x7c && keyField.length + v < 0x7c) {
-    // Every length fits one varint byte (the common case: short keys and values).
-    return `\x12${String.fromCharCode(keyField.length + v + 4)}${keyField}\x12${String.fromCharCode(v + 2)}\x1a${String.fromCharCode(v)}${value}`;
+/** Collects plain properties one by one (a caller that checks each property anyway adds it here). */
+export class PlainPropertiesBuilder implements PlainProperties {
+  readonly entries: (Uint8Array | string)[] = [];
+  bytes = 0;
+  json = 0;
+
+  /** Adds one property; false (and nothing added) when key or value is not plain ASCII. */
+  add(key: string, value: string): boolean {
+    const keyField = plainKeyField(key);
+    if (keyField === null || !PLAIN.test(value)) return false;
+    // Entry { key = 1; value = 2 { string_value = 3 } }.
+    this.bytes += fieldSize(keyField.length + fieldSize(fieldSize(value.length)));
+    this.json += key.length + value.length + 6;
+    this.entries.push(keyField, value);
+    return true;
   }
-  const valueLength = fieldSize(v); // Value { string_value = 3 }
-  return `\x12${varintText(keyField.length + fieldSize(valueLength))}${keyField}\x12${varintText(valueLength)}\x1a${varintText(v)}${value}`;
 }
 
 /** `properties` encoded the fast way, or null when a key or value is not plain ASCII (or not a string). */
 export function plainProperties(properties: Readonly<Record<string, string>>): PlainProperties | null {
-  let wire = '';
-  let json = 0;
+  const builder = new PlainPropertiesBuilder();
   for (const key in properties) {
     const value = properties[key]!;
-    const keyField = plainKeyField(key);
-    if (keyField === null || typeof value !== 'string' || !PLAIN.test(value)) return null;
-    wire += plainEntry(keyField, value);
-    json += key.length + value.length + 6;
+    if (typeof value !== 'string' || !builder.add(key, value)) return null;
   }
-  return { wire, json };
-}
-
-/** One property's map entry the fast way, or null when key or value is not plain. Its JSON member takes key + value + 6 bytes. */
-export function plainPropertyEntry(key: string, value: string): string | null {
-  const keyField = plainKeyField(key);
-  if (keyField === null || !PLAIN.test(value)) return null;
-  return plainEntry(keyField, value);
+  return builder;
 }
 
 /** One property the fast way (per event: the receipt's ordinal and count), or null when not plain. */
 export function plainProperty(key: string, value: string): PlainProperties | null {
-  const wire = plainPropertyEntry(key, value);
-  return wire === null ? null : { wire, json: key.length + value.length + 6 };
+  const builder = new PlainPropertiesBuilder();
+  return builder.add(key, value) ? builder : null;
+}
+
+/** Writes plain ASCII `text` at `o` (byte = char); returns the offset after it. */
+function writeAscii(buffer: Buffer, o: number, text: string): number {
+  const n = text.length;
+  if (n > 64) return o + buffer.write(text, o, 'latin1');
+  for (let i = 0; i < n; i++) buffer[o + i] = text.charCodeAt(i);
+  return o + n;
+}
+
+function writeEntries(buffer: Buffer, o: number, entries: readonly (Uint8Array | string)[]): number {
+  for (let i = 0; i < entries.length; i += 2) {
+    const keyField = entries[i] as Uint8Array;
+    const value = entries[i + 1] as string;
+    const valueLength = fieldSize(value.length);
+    o = lenField(buffer, o, 2, keyField.length + fieldSize(valueLength));
+    buffer.set(keyField, o);
+    o += keyField.length;
+    o = lenField(buffer, o, 2, valueLength);
+    o = lenField(buffer, o, 3, value.length);
+    o = writeAscii(buffer, o, value);
+  }
+  return o;
 }
 
 /**
- * The common case, fast: when id, type and every property are plain ASCII, the record up to its
- * data is built as one Latin-1 string (byte = char) and written with one call; lengths are
- * string lengths. The properties come in parts, in order (the event's own, then shared ones).
+ * The common case, fast: when id, type and every property are plain ASCII, the record is written
+ * straight into one buffer of its exact size (lengths are string lengths; only the data is
+ * encoded as UTF-8). The properties come in parts, in order (the event's own, then shared ones).
  * Null when id or type is not plain (then the general encoder runs).
  */
 export function encodePlainRecord(id: string, type: string, data: Buffer | string, parts: readonly PlainProperties[]): { record: Buffer; size: number } | null {
   if (!PLAIN.test(id) || !PLAIN.test(type)) return null;
   // `{` + `"$schema.name":<type>,"$schema.format":"Json"` + `}`, and per property `"k":"v",`.
   let json = 2 + 15 + type.length + 2 + 1 + 17 + 6;
-  let head = `\x0a${varintText(id.length)}${id}`;
+  let size = fieldSize(id.length);
   for (const part of parts) {
-    head += part.wire;
+    size += part.bytes;
     json += part.json;
   }
   const schemaLength = 2 + fieldSize(type.length);
-  head += `\x1a${varintText(schemaLength)}\x08${String.fromCharCode(SCHEMA_FORMAT_JSON)}\x12${varintText(type.length)}${type}`;
   const dataLength = typeof data === 'string' ? Buffer.byteLength(data, 'utf8') : data.length;
-  head += `\x22${varintText(dataLength)}`;
-  const buffer = Buffer.allocUnsafe(head.length + dataLength);
-  let o = buffer.write(head, 0, 'latin1');
+  size += fieldSize(schemaLength) + fieldSize(dataLength);
+  const buffer = Buffer.allocUnsafe(size);
+  let o = lenField(buffer, 0, 1, id.length);
+  o = writeAscii(buffer, o, id);
+  for (const part of parts) o = writeEntries(buffer, o, part.entries);
+  o = lenField(buffer, o, 3, schemaLength);
+  buffer[o++] = (1 << 3) | VARINT;
+  buffer[o++] = SCHEMA_FORMAT_JSON;
+  o = lenField(buffer, o, 2, type.length);
+  o = writeAscii(buffer, o, type);
+  o = lenField(buffer, o, 4, dataLength);
   o += typeof data === 'string' ? buffer.write(data, o, 'utf8') : data.copy(buffer, o);
-  if (o !== buffer.length) throw new Error(`encodePlainRecord: wrote ${o} of ${buffer.length} bytes`);
+  if (o !== size) throw new Error(`encodePlainRecord: wrote ${o} of ${size} bytes`);
   return { record: buffer, size: dataLength + json + type.length };
 }
 
