@@ -17,7 +17,7 @@ import { parseConfig, type AssemblerConfig, type ResolvedConfig } from '../confi
 import { loadContractRegistry, type ContractRegistry } from '../contracts/index.js';
 import { EventAssemblerError } from '../errors.js';
 import { canonicalKey, contractViolationRecord, mapUnit, uuidv5, EVENT_ASSEMBLER_NAMESPACE, type EventToAppend, type FailedRecord } from '../mapping/index.js';
-import { CHECKPOINT_EVENT_TYPE, checkpointStreamName, createKurrentDBSink, type AppendOutcome, type KurrentDBSink, type Sink, type SinkEvent, type SinkMode, type SinkPosition, type SinkStatus } from '../sink/index.js';
+import { CHECKPOINT_EVENT_TYPE, checkpointStreamName, createKurrentDBSink, type AppendOutcome, type KurrentDBSink, type Sink, type SinkEvent, type SinkMode, type SinkPosition, type SinkStatus, readerConnectionString } from '../sink/index.js';
 import { createPostgresSource, type PostgresSource, type SourceStatus } from '../source/index.js';
 import { compareLsn, lsnDistance, makeSourcePosition } from '../source/position.js';
 import {
@@ -320,7 +320,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   }
 
   async function readLastCheckpoint(): Promise<{ endLsn: Lsn; systemId: string | null; slot: string | null } | null> {
-    const client = KurrentDBClient.connectionString(config.destination.connectionString);
+    const client = KurrentDBClient.connectionString(readerConnectionString(config.destination.connectionString));
     try {
       for (let attempt = 1; ; attempt++) {
         try {

@@ -18,6 +18,7 @@
 import { BACKWARDS, END, jsonEvent, KurrentDBClient } from '@kurrent/kurrentdb-client';
 import { decodeSnapshotRequest, parseSnapshotProgress, type SnapshotProgress, type SnapshotRequest } from '../source/snapshot/index.js';
 import type { Lsn } from '../source/types.js';
+import { readerConnectionString } from '../sink/index.js';
 
 export const SNAPSHOT_PROGRESS_EVENT_TYPE = 'SnapshotProgress';
 
@@ -72,7 +73,7 @@ function parseRequests(value: unknown): SnapshotRequestState {
  * (`event-assembler snapshot --wait`) that may look only after a later generation has started.
  */
 export async function findRequestedProgress(connectionString: string, assembler: string, requestId: string, maxEvents = 100_000): Promise<SnapshotProgress | null> {
-  const client = KurrentDBClient.connectionString(connectionString);
+  const client = KurrentDBClient.connectionString(readerConnectionString(connectionString));
   try {
     for await (const resolved of client.readStream(snapshotProgressStreamName(assembler), { direction: BACKWARDS, fromRevision: END, maxCount: maxEvents })) {
       const data = resolved.event?.data as { progress?: { request?: { id?: unknown } | null } } | undefined;
@@ -88,7 +89,7 @@ export async function findRequestedProgress(connectionString: string, assembler:
 }
 
 export function createKurrentDBSnapshotStore(connectionString: string, assembler: string): PipelineSnapshotStore {
-  const client = KurrentDBClient.connectionString(connectionString);
+  const client = KurrentDBClient.connectionString(readerConnectionString(connectionString));
   const stream = snapshotProgressStreamName(assembler);
   const retry = async <T>(what: () => Promise<T>): Promise<T> => {
     for (let attempt = 1; ; attempt++) {

@@ -165,3 +165,4 @@ export {
 export { SinkError, OversizedEventError, StreamConflictError, type SinkErrorCode, type OversizedEventDetails, type StreamConflictDetails } from './errors.js';
 export { eventSizeOnDisk } from './encoding.js';
 export { DEFAULT_RETRY, type RetryPolicy } from './retry.js';
+export { readerConnectionString } from './reader-connection.js';

@@ -22,6 +22,7 @@ import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protoco
 import { canonicalLsn, isLsn } from '../source/position.js';
 import { prepareEvent, splitBySize, unitReceiptPart, uuidv5, type PreparedEvent } from './encoding.js';
 import { createH2AppendTransport, isInsecureConnectionString } from './h2-append.js';
+import { readerConnectionString } from './reader-connection.js';
 import { appendEncoded, supportsEncodedAppend, type EncodedStreamAppend } from './v2-append.js';
 import { OversizedEventError, SinkError, StreamConflictError, type StreamConflictDetails } from './errors.js';
 import type { AppendOutcome, KurrentDBSink, SinkBatch, SinkEvent, SinkMode, SinkPosition, SinkStatus, StreamAppendOutcome } from './index.js';
@@ -280,7 +281,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   const h2 = encoded && isInsecureConnectionString(config.connectionString) ? createH2AppendTransport(client) : null;
   const appendTransport = h2 ? 'http2 (one write per call)' : encoded ? 'grpc-js (encoded records)' : 'grpc-js (client)';
   const sendEncoded = (requests: readonly EncodedStreamAppend[]) => (h2 ? h2.append(requests) : appendEncoded(client, requests));
-  let reader = KurrentDBClient.connectionString(config.connectionString);
+  let reader = KurrentDBClient.connectionString(readerConnectionString(config.connectionString));
   let readerSuspect = false;
   // Optimistic first touch (no tail read): a stream not in the cache is appended to with
   // `no_stream`. Success means the stream was new — or the server's strong idempotency found these
@@ -361,7 +362,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   function currentReader(): KurrentDBClient {
     if (readerSuspect) {
       const previous = reader;
-      reader = KurrentDBClient.connectionString(config.connectionString);
+      reader = KurrentDBClient.connectionString(readerConnectionString(config.connectionString));
       readerSuspect = false;
       void previous.dispose().catch(() => undefined);
     }
