@@ -49,6 +49,19 @@ const unit = transaction(
 );
 
 describe('mapUnit: events and metadata', () => {
+  it('an event without metadata of its own gets the standard keys in the same order as one with (own keys first)', () => {
+    const withOwn = defineMapper({ ...lines, name: 'with-own', map: (tx) => lines.map(tx).map((e) => ({ ...e, metadata: { note: 'x' } })) });
+    const without = defineMapper({ ...lines, name: 'without' });
+    const emptyOwn = defineMapper({ ...lines, name: 'empty-own', map: (tx) => lines.map(tx).map((e) => ({ ...e, metadata: {} })) });
+    const { events } = mapUnit([withOwn, without, emptyOwn], unit, context);
+    const keysOf = (mapper: string) => events.filter((e) => e.metadata['mapper'] === mapper).map((e) => Object.keys(e.metadata));
+    const expected = keysOf('with-own').map((keys) => keys.filter((k) => k !== 'note'));
+    expect(expected[0]![0]).toBe('source.checkpoint');
+    expect(keysOf('without')).toEqual(expected);
+    expect(keysOf('empty-own')).toEqual(expected);
+    for (const e of events) expect(Object.isFrozen(e.metadata)).toBe(true);
+  });
+
   it('fills in the standard metadata as flat strings', () => {
     const { events, failed } = mapUnit([drafts, lines], unit, context);
     expect(failed).toEqual([]);
