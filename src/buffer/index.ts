@@ -43,7 +43,10 @@ export interface TransactionBufferOptions {
 }
 
 export interface TransactionBuffer {
-  /** Feed decoded messages in stream order, with the XLogData walStart of each; yields what completed. */
+  /**
+   * Feed decoded messages in stream order, with the XLogData walStart of each (read only for a
+   * non-transactional logical message, which is delivered at once with it); yields what completed.
+   */
   push(message: PgoutputMessage, walStart: Lsn): Promise<CommittedTransaction | NonTransactionalMessage | null>;
   /**
    * What `push` does, without a promise when nothing has to wait for the disk (row changes,

@@ -25,7 +25,7 @@ import { createTransactionBuffer, type CommittedTransaction, type NonTransaction
 import { EventAssemblerError } from '../errors.js';
 import { runStartupChecks, type CapturedTable, type StartupCheckReport } from './checks.js';
 import type { PgoutputMessage } from './pgoutput/messages.js';
-import { formatLsn, isLsn, makeSourcePosition, parseLsn } from './position.js';
+import { formatLsn, isLsn, makeSourcePosition, parseLsn, ZERO_LSN } from './position.js';
 import { createRelationRegistry, type RelationRegistry } from './relations.js';
 import { createReplicationStream, DEFAULT_BACKOFF, type ReplicationSession, type ReplicationStream } from './replication.js';
 import type { Lsn, MessageChange, SourcePosition } from './types.js';
@@ -295,9 +295,10 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
    * Takes one message in: into the buffer, and what completes into the queue. Synchronous when
    * the buffer need not wait for the disk (nearly always); otherwise a promise of the same.
    */
-  function take(message: PgoutputMessage, walStart: Lsn, size: number): Promise<void> | undefined {
+  function take(message: PgoutputMessage, walStart: bigint, size: number): Promise<void> | undefined {
     trackBytes(message, size);
-    const result = buffer.pushNow(message, walStart);
+    // The buffer reads walStart only for a non-transactional logical message (it is delivered at once, with it).
+    const result = buffer.pushNow(message, message.tag === 'message' ? formatLsn(walStart) : ZERO_LSN);
     return result instanceof Promise ? result.then((r) => taken(message, r, size)) : taken(message, result, size);
   }
 

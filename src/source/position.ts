@@ -36,8 +36,15 @@ export function formatLsn(value: bigint): Lsn {
 
 /** The LSN whose high and low 32 bits are `hi` and `lo` (unsigned), as PostgreSQL 17 prints it. */
 export function lsnFromHalves(hi: number, lo: number): Lsn {
-  return `${hi.toString(16).toUpperCase()}/${lo.toString(16).toUpperCase()}`;
+  // The high half changes once per 4 GiB of WAL: its text is kept.
+  if (hi !== lastHi) {
+    lastHi = hi;
+    lastHiText = hi.toString(16).toUpperCase();
+  }
+  return `${lastHiText}/${lo.toString(16).toUpperCase()}`;
 }
+let lastHi = 0;
+let lastHiText = '0';
 
 /** Reads the 64-bit LSN at `offset` of a protocol message as text (hot: every WAL message; no bigint). */
 export function readLsnAt(buffer: Buffer, offset: number): Lsn {

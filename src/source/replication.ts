@@ -19,7 +19,7 @@ import pg from 'pg';
 import { EventAssemblerError } from '../errors.js';
 import { createPgoutputDecoder } from './pgoutput/decoder.js';
 import type { PgoutputMessage } from './pgoutput/messages.js';
-import { formatLsn, parseLsn, readLsnAt } from './position.js';
+import { formatLsn, parseLsn } from './position.js';
 import type { Lsn } from './types.js';
 
 /** Reply requests for the same position within this window that mean "the walsender is shutting down". */
@@ -84,8 +84,12 @@ export interface ReplicationStreamOptions {
 
   /** A new session begins: anything half-received from the previous one must be dropped. */
   onSession(session: ReplicationSession): void;
-  /** One decoded XLogData message. `size` is the payload's byte length. */
-  onMessage(message: PgoutputMessage, walStart: Lsn, size: number): void;
+  /**
+   * One decoded XLogData message. `size` is the payload's byte length; `walStart` its XLogData
+   * walStart (a number: formatting an LSN for every message showed in the profile, and only
+   * non-transactional logical messages need it as text).
+   */
+  onMessage(message: PgoutputMessage, walStart: bigint, size: number): void;
   /** True when every received transaction is acknowledged and none is open: keepalive positions may then be acknowledged. */
   isIdle(): boolean;
   /** Caps the keepalive position acknowledged while idle (downstream records it first). Default: no cap. */
@@ -233,7 +237,7 @@ export function createReplicationStream(options: ReplicationStreamOptions): Repl
       const message = decode(payload);
       if (walEnd > received) received = walEnd;
       if (walStart > received) received = walStart;
-      options.onMessage(message, readLsnAt(chunk, 1), payload.length);
+      options.onMessage(message, walStart, payload.length);
     } else if (kind === 0x6b /* k */) {
       const walEnd = chunk.readBigUInt64BE(1);
       const replyRequested = chunk.readUInt8(17) === 1;

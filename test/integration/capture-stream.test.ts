@@ -231,6 +231,19 @@ describe('capture stream (PostgreSQL 17, least-privilege role)', () => {
     expect(received.map((r) => after(r.changes[0]!)?.invoice_id)).toEqual([900, 901, 902]);
   });
 
+  it('hands a non-transactional logical message to onMessage at once, with its walStart', async () => {
+    const seen: { prefix: string; lsn: string; walStart: string }[] = [];
+    const { consumer } = await capture('nontx', ['public.invoice_line'], { messages: true, onMessage: (message, walStart) => seen.push({ prefix: message.prefix, lsn: message.lsn, walStart }) });
+    const rows = await db.query<{ lsn: string }>(`SELECT pg_logical_emit_message(false, 'ea-test', 'hello')::text AS lsn`);
+    await db.query(`INSERT INTO public.invoice_line VALUES (950, 1, 1)`);
+    await consumer.until((r) => r.length >= 1);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.prefix).toBe('ea-test');
+    expect(seen[0]!.lsn).toBe(rows[0]!.lsn);
+    // The XLogData walStart of a logical message is the message's own LSN.
+    expect(seen[0]!.walStart).toBe(rows[0]!.lsn);
+  });
+
   it('speaks protocol version 1 when asked (no streaming)', async () => {
     const { consumer } = await capture('proto1', ['public.invoice_line'], { protocolVersion: 1, streaming: false });
     await db.query(`INSERT INTO public.invoice_line VALUES (500, 1, 5.00)`);
