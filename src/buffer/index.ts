@@ -65,4 +65,4 @@ export interface TransactionBuffer {
 }
 
 export { createTransactionBuffer, DEFAULT_MEMORY_LIMIT_BYTES } from './transaction-buffer.js';
-export { readChanges, withChanges } from './materialize.js';
+export { readChanges, readChangesNow, withChanges } from './materialize.js';

@@ -1,5 +1,6 @@
 import type { Change, SourceTransaction } from '../source/types.js';
 import type { CommittedTransaction } from './index.js';
+import { InMemoryTransaction } from './transaction-buffer.js';
 
 /** The mapper-facing transaction: `tx`'s header with `changes` in memory. */
 export function withChanges(tx: CommittedTransaction, changes: readonly Change[]): SourceTransaction {
@@ -13,6 +14,14 @@ export function withChanges(tx: CommittedTransaction, changes: readonly Change[]
     position: tx.position,
     changes,
   };
+}
+
+/**
+ * `readChanges` without a promise when `tx` is held in memory (`null` otherwise: read it with
+ * `readChanges`). The transaction is released either way once its changes are taken.
+ */
+export function readChangesNow(tx: CommittedTransaction): Change[] | null {
+  return tx instanceof InMemoryTransaction ? tx.takeChanges() : null;
 }
 
 /** Reads `tx`'s changes into memory (from its spill file, if any) and releases the file. */

@@ -422,7 +422,7 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
 }
 
 /** A committed transaction held in memory (the common case): methods on the prototype, no closures per transaction. */
-class InMemoryTransaction implements CommittedTransaction {
+export class InMemoryTransaction implements CommittedTransaction {
   readonly kind = 'transaction' as const;
   readonly spilled = false;
   readonly xid: number;
@@ -463,6 +463,14 @@ class InMemoryTransaction implements CommittedTransaction {
 
   toArray(): Promise<Change[]> {
     return this.#changes === null ? Promise.reject(this.#released()) : Promise.resolve(this.#changes.slice());
+  }
+
+  /** What `readChanges` gives (the changes, then released), without waiting: they are in memory. */
+  takeChanges(): Change[] {
+    const list = this.#changes;
+    if (list === null) throw this.#released();
+    this.#changes = null;
+    return list;
   }
 
   release(): Promise<void> {

@@ -12,7 +12,7 @@
  */
 import { BACKWARDS, END, KurrentDBClient } from '@kurrent/kurrentdb-client';
 import pg from 'pg';
-import { readChanges, withChanges, type CommittedTransaction } from '../buffer/index.js';
+import { readChanges, readChangesNow, withChanges, type CommittedTransaction } from '../buffer/index.js';
 import { parseConfig, type AssemblerConfig, type ResolvedConfig } from '../config/schema.js';
 import { loadContractRegistry, type ContractRegistry } from '../contracts/index.js';
 import { EventAssemblerError } from '../errors.js';
@@ -425,13 +425,17 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
 
   /**
    * The one place a source unit — a committed transaction, or a snapshot record with a snapshot
-   * position — becomes appended events: map, validate, queue on the lanes. Resolves once the
-   * unit is queued with the promise of its durability (`null`: nothing to append).
+   * position — becomes appended events: map, validate, queue on the lanes. Gives the unit queued
+   * with the promise of its durability (`null`: nothing to append) — at once when the appender
+   * has room, else a promise of it once it has.
    */
-  async function handleUnit(unit: SourceUnit, position: SinkPosition, sourceIdentity: string): Promise<{ readonly durable: Promise<AppendOutcome> } | null> {
+  type Queued = { readonly durable: Promise<AppendOutcome> };
+  const NO_RECORDS: readonly FailedRecord[] = Object.freeze([]);
+
+  function handleUnit(unit: SourceUnit, position: SinkPosition, sourceIdentity: string): Queued | null | Promise<Queued | null> {
     const mapped = mapUnit(config.mappers, unit, { assembler: config.name, sourceIdentity });
     const { ok, parked } = validateEvents(mapped.events, unit);
-    const failed = [...mapped.failed, ...parked];
+    const failed = mapped.failed.length === 0 && parked.length === 0 ? NO_RECORDS : [...mapped.failed, ...parked];
     for (const record of failed) {
       log.warn('record parked', {
         type: record.type,
@@ -445,37 +449,59 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     }
     counts.mapperFailures += mapped.failed.length;
     counts.contractViolations += parked.length;
-    const events: SinkEvent[] = [...ok, ...failed];
+    const events: SinkEvent[] = failed.length === 0 ? ok : [...ok, ...failed];
     if (events.length === 0) return null;
-    await waitForCapacity();
-    if (stopRequested && fatal) throw fatal;
-    const durable = appender!.append({ position, events });
-    return { durable: durable.then((outcome) => {
-      counts.eventsAppended += outcome?.appended ?? 0;
-      counts.replaySkipped += outcome?.skipped ?? 0;
-      for (const e of ok) byType[e.type] = (byType[e.type] ?? 0) + 1;
-      if (failed.length > 0) counts.parkedTx += 1;
-      return outcome;
-    }) };
+    const queue = (): Queued => {
+      if (stopRequested && fatal) throw fatal;
+      const durable = appender!.append({ position, events });
+      return {
+        durable: durable.then((outcome) => {
+          counts.eventsAppended += outcome?.appended ?? 0;
+          counts.replaySkipped += outcome?.skipped ?? 0;
+          for (const e of ok) byType[e.type] = (byType[e.type] ?? 0) + 1;
+          if (failed.length > 0) counts.parkedTx += 1;
+          return outcome;
+        }),
+      };
+    };
+    if (appender && appender.inFlight >= config.limits.maxInFlightTransactions) return waitForCapacity().then(queue);
+    return queue();
   }
 
-  async function handleTransaction(tx: CommittedTransaction, materialized?: Change[]): Promise<void> {
+  /**
+   * One committed transaction: its changes mapped and queued for appending, and its end LSN
+   * registered with the checkpoint coordinator. Synchronous when its changes are in memory and
+   * the appender has room (the common case: no promise per transaction); else a promise.
+   */
+  function handleTransaction(tx: CommittedTransaction, materialized?: Change[]): Promise<void> | undefined {
+    const changes = materialized ?? readChangesNow(tx);
+    if (changes === null) return readChanges(tx).then((read) => handleTransaction(tx, read));
     counts.received += 1;
-    const unit = withChanges(tx, materialized ?? (await readChanges(tx)));
+    const unit = withChanges(tx, changes);
     const payload: TxPayload = { tx: null, commitLsn: tx.commitLsn, xid: tx.xid, checkpoint: tx.position.checkpoint, systemId: tx.position.systemId };
     const seq = coordinator.received(tx.endLsn, payload);
-    const commitMs = Date.parse(tx.commitTime);
-    let queued: { readonly durable: Promise<AppendOutcome> } | null;
+    let queued: Queued | null | Promise<Queued | null>;
     try {
-      queued = await handleUnit(
-        unit,
-        { kind: 'transaction', checkpoint: tx.position.checkpoint, commitLsn: tx.commitLsn, xid: tx.xid, systemId: tx.position.systemId },
-        tx.position.systemId,
-      );
+      queued = handleUnit(unit, { kind: 'transaction', checkpoint: tx.position.checkpoint, commitLsn: tx.commitLsn, xid: tx.xid, systemId: tx.position.systemId }, tx.position.systemId);
     } catch (error) {
       coordinator.fail(seq);
       throw error;
     }
+    if (queued instanceof Promise) {
+      return queued.then(
+        (q) => afterQueued(tx, seq, q),
+        (error: unknown) => {
+          coordinator.fail(seq);
+          throw error;
+        },
+      );
+    }
+    afterQueued(tx, seq, queued);
+    return undefined;
+  }
+
+  /** A transaction is queued (or had nothing to append): acknowledge it once it and all before it are durable. */
+  function afterQueued(tx: CommittedTransaction, seq: number, queued: Queued | null): void {
     const done = (): void => {
       const advanced = coordinator.complete(seq);
       if (advanced) {
@@ -488,6 +514,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       done();
       return;
     }
+    const commitMs = Date.parse(tx.commitTime);
     queued.durable.then(
       () => {
         counts.appended += 1;
@@ -799,6 +826,24 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
    * (started, queued or refused) — before the transaction is handed on, so before it can be
    * acknowledged.
    */
+  /** One transaction from the source, whichever way it has to go. */
+  async function handleTaken(tx: CommittedTransaction): Promise<void> {
+    const inc = incremental;
+    if (inc && snapshotSystemId) await handleWithWindow(tx, inc, snapshotSystemId);
+    else if (!tx.spilled) {
+      // Small transactions are in memory anyway: look for ad hoc snapshot requests (their own
+      // tiny transactions, see source/snapshot/request.ts) before handing the changes on.
+      const changes = readChangesNow(tx) ?? (await readChanges(tx));
+      if (hasSnapshotRequest(changes)) await takeSnapshotRequests(tx, changes);
+      await handleTransaction(tx, changes);
+    } else await handleTransaction(tx);
+  }
+
+  function hasSnapshotRequest(changes: readonly Change[]): boolean {
+    for (const change of changes) if (change.op === 'message' && change.prefix === SNAPSHOT_REQUEST_PREFIX) return true;
+    return false;
+  }
+
   async function takeSnapshotRequests(tx: CommittedTransaction, changes: readonly Change[]): Promise<void> {
     for (const change of changes) {
       if (change.op !== 'message' || change.prefix !== SNAPSHOT_REQUEST_PREFIX) continue;
@@ -1023,6 +1068,21 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       const iterator = source.transactions()[Symbol.asyncIterator]();
       for (;;) {
         if (stopRequested) break;
+        // A queue of transactions is taken one by one without waiting; the iterator when it is empty.
+        const queuedNow = source.takeNow();
+        if (queuedNow && !incremental && !queuedNow.spilled) {
+          const changes = readChangesNow(queuedNow);
+          if (changes) {
+            if (hasSnapshotRequest(changes)) await takeSnapshotRequests(queuedNow, changes);
+            const pending = handleTransaction(queuedNow, changes);
+            if (pending) await pending;
+            continue;
+          }
+        }
+        if (queuedNow) {
+          await handleTaken(queuedNow);
+          continue;
+        }
         const next = iterator.next();
         const winner = await untilStop(next);
         if (winner === 'stop') {
@@ -1038,16 +1098,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
           await winner.value.release();
           break;
         }
-        const tx = winner.value;
-        const inc = incremental;
-        if (inc && snapshotSystemId) await handleWithWindow(tx, inc, snapshotSystemId);
-        else if (!tx.spilled) {
-          // Small transactions are in memory anyway: look for ad hoc snapshot requests (their own
-          // tiny transactions, see source/snapshot/request.ts) before handing the changes on.
-          const changes = await readChanges(tx);
-          await takeSnapshotRequests(tx, changes);
-          await handleTransaction(tx, changes);
-        } else await handleTransaction(tx);
+        await handleTaken(winner.value);
       }
     } catch (error) {
       if (!(error instanceof StopBeforeStart)) setFatal(error);

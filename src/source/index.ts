@@ -169,6 +169,12 @@ export interface PostgresSource {
   start(): Promise<StartupCheckReport | null>;
   /** Complete transactions in commit order. One consumer. Ends after `close()`; throws on a fatal error. */
   transactions(): AsyncIterable<CommittedTransaction>;
+  /**
+   * The next transaction if one is queued now, else `null` (then wait with `transactions()`).
+   * For the same consumer, between — never during — its waits on the iterator: a queue of
+   * transactions is taken without a promise each.
+   */
+  takeNow(): CommittedTransaction | null;
   /** `tx` (or everything up to the end LSN) is durable downstream; so is every earlier transaction. */
   acknowledge(target: Pick<CommittedTransaction, 'endLsn'> | Lsn): void;
   status(): SourceStatus;
@@ -459,6 +465,10 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
           wake = resolve;
         });
       }
+    },
+    takeNow() {
+      if (fatalError || state === 'closed') return null;
+      return queue.shift() ?? null;
     },
     acknowledge(target) {
       const lsn = typeof target === 'string' ? target : target.endLsn;
