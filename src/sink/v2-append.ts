@@ -81,50 +81,91 @@ export function encodeAppendRecordSized(id: string, type: string, data: Buffer |
 /** Printable ASCII without `"` and `\\`: one byte per character in UTF-8, JSON-quoted as itself. */
 const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
 
-/** Per property key: its encoded `key` field (tag 1, length, bytes), or null when the key is not plain. */
-const plainKeys = new Map<string, Uint8Array | null>();
+/**
+ * Per plain property key: its encoded `key` field (tag 1, length, bytes), and the last value seen
+ * with it — once a value comes twice in a row (`origin`, `mapper`, `contract`, … are the same for
+ * most events), its whole map entry is kept encoded and copied as bytes.
+ */
+interface KeySlot {
+  readonly field: Uint8Array;
+  value: string | null;
+  /** The whole entry for `value`, once it repeated. */
+  entry: Uint8Array | null;
+}
 
-function plainKeyField(key: string): Uint8Array | null {
-  let field = plainKeys.get(key);
-  if (field === undefined) {
+/** Per property key: its slot, or null when the key is not plain. */
+const plainKeys = new Map<string, KeySlot | null>();
+
+function keySlot(key: string): KeySlot | null {
+  let slot = plainKeys.get(key);
+  if (slot === undefined) {
     if (PLAIN.test(key)) {
       const bytes = Buffer.allocUnsafe(fieldSize(key.length));
       const o = lenField(bytes, 0, 1, key.length);
       bytes.write(key, o, 'latin1');
-      field = new Uint8Array(bytes);
-    } else field = null;
-    if (plainKeys.size < 4096) plainKeys.set(key, field);
+      slot = { field: new Uint8Array(bytes), value: null, entry: null };
+    } else slot = null;
+    if (plainKeys.size < 4096) plainKeys.set(key, slot);
   }
-  return field;
+  return slot;
+}
+
+/** Values up to this length may be kept encoded with their key. */
+const CACHED_VALUE_LENGTH = 64;
+
+/** One map entry `{ key = 1; value = 2 { string_value = 3 } }`, encoded. */
+function encodeEntry(field: Uint8Array, value: string): Uint8Array {
+  const valueLength = fieldSize(value.length);
+  const bytes = Buffer.allocUnsafe(fieldSize(field.length + fieldSize(valueLength)));
+  let o = lenField(bytes, 0, 2, field.length + fieldSize(valueLength));
+  bytes.set(field, o);
+  o += field.length;
+  o = lenField(bytes, o, 2, valueLength);
+  o = lenField(bytes, o, 3, value.length);
+  bytes.write(value, o, 'latin1');
+  return new Uint8Array(bytes);
 }
 
 /**
- * Properties encoded the fast way (plain ASCII keys and values): the map entries as key fields
- * and values, in order, with the bytes they take on the wire and as `"k":"v",` members of the
- * metadata JSON the server stores. Made once for what several records share (a unit's receipt
- * keys), and per record for the rest; written straight into the record's buffer.
+ * Properties encoded the fast way (plain ASCII keys and values): the map entries in order — a
+ * key field and its value, or a whole encoded entry and `null` — with the bytes they take on the
+ * wire and as `"k":"v",` members of the metadata JSON the server stores. Made once for what
+ * several records share (a unit's receipt keys), and per record for the rest; written straight
+ * into the record's buffer.
  */
 export interface PlainProperties {
-  /** Key field, value, key field, value, … */
-  readonly entries: readonly (Uint8Array | string)[];
+  /** Key field, value, …; or a whole entry, `null`, … */
+  readonly entries: readonly (Uint8Array | string | null)[];
   readonly bytes: number;
   readonly json: number;
 }
 
 /** Collects plain properties one by one (a caller that checks each property anyway adds it here). */
 export class PlainPropertiesBuilder implements PlainProperties {
-  readonly entries: (Uint8Array | string)[] = [];
+  readonly entries: (Uint8Array | string | null)[] = [];
   bytes = 0;
   json = 0;
 
   /** Adds one property; false (and nothing added) when key or value is not plain ASCII. */
   add(key: string, value: string): boolean {
-    const keyField = plainKeyField(key);
-    if (keyField === null || !PLAIN.test(value)) return false;
-    // Entry { key = 1; value = 2 { string_value = 3 } }.
-    this.bytes += fieldSize(keyField.length + fieldSize(fieldSize(value.length)));
+    const slot = keySlot(key);
+    if (slot === null) return false;
+    if (value === slot.value) {
+      // The same value as last time: checked then; its entry is encoded once, then copied.
+      const entry = (slot.entry ??= encodeEntry(slot.field, value));
+      this.bytes += entry.length;
+      this.json += key.length + value.length + 6;
+      this.entries.push(entry, null);
+      return true;
+    }
+    if (!PLAIN.test(value)) return false;
     this.json += key.length + value.length + 6;
-    this.entries.push(keyField, value);
+    if (value.length <= CACHED_VALUE_LENGTH) {
+      slot.value = value;
+      slot.entry = null;
+    }
+    this.bytes += fieldSize(slot.field.length + fieldSize(fieldSize(value.length)));
+    this.entries.push(slot.field, value);
     return true;
   }
 }
@@ -153,14 +194,21 @@ function writeAscii(buffer: Buffer, o: number, text: string): number {
   return o + n;
 }
 
-function writeEntries(buffer: Buffer, o: number, entries: readonly (Uint8Array | string)[]): number {
+function writeEntries(buffer: Buffer, o: number, entries: readonly (Uint8Array | string | null)[]): number {
   for (let i = 0; i < entries.length; i += 2) {
-    const keyField = entries[i] as Uint8Array;
-    const value = entries[i + 1] as string;
+    const bytes = entries[i] as Uint8Array;
+    const value = entries[i + 1] as string | null;
+    if (value === null) {
+      // A whole entry, encoded before.
+      const n = bytes.length;
+      for (let j = 0; j < n; j++) buffer[o + j] = bytes[j]!;
+      o += n;
+      continue;
+    }
     const valueLength = fieldSize(value.length);
-    o = lenField(buffer, o, 2, keyField.length + fieldSize(valueLength));
-    buffer.set(keyField, o);
-    o += keyField.length;
+    o = lenField(buffer, o, 2, bytes.length + fieldSize(valueLength));
+    for (let j = 0; j < bytes.length; j++) buffer[o + j] = bytes[j]!;
+    o += bytes.length;
     o = lenField(buffer, o, 2, valueLength);
     o = lenField(buffer, o, 3, value.length);
     o = writeAscii(buffer, o, value);

@@ -15,11 +15,50 @@ export function isLsn(value: string): boolean {
   return LSN_PATTERN.test(value);
 }
 
+/** Where {@link readHalves} leaves an LSN's two 32-bit halves (module state: synchronous, no array per call). */
+let halfHi = 0;
+let halfLo = 0;
+
+/**
+ * Reads `hi/lo` (1–8 hex digits each, either case) into `halfHi` / `halfLo`; throws a
+ * `RangeError` on anything else. A loop instead of a regex and two `parseInt`s: LSNs are compared
+ * for every transaction.
+ */
+function readHalves(lsn: Lsn): void {
+  if (typeof lsn === 'string') {
+    const n = lsn.length;
+    let value = 0;
+    let digits = 0;
+    let hi = -1;
+    let i = 0;
+    for (; i < n; i++) {
+      const c = lsn.charCodeAt(i);
+      let d: number;
+      if (c >= 48 && c <= 57) d = c - 48;
+      else if (c >= 65 && c <= 70) d = c - 55;
+      else if (c >= 97 && c <= 102) d = c - 87;
+      else if (c === 47 && hi < 0 && digits > 0) {
+        hi = value;
+        value = 0;
+        digits = 0;
+        continue;
+      } else break;
+      if (++digits > 8) break;
+      value = value * 16 + d;
+    }
+    if (i === n && hi >= 0 && digits > 0) {
+      halfHi = hi;
+      halfLo = value;
+      return;
+    }
+  }
+  throw new RangeError(`not a PostgreSQL LSN (expected e.g. 0/1A2B3C): ${JSON.stringify(lsn)}`);
+}
+
 /** The two 32-bit halves of an LSN (both exact as numbers). Throws a `RangeError` on anything else. */
 function halves(lsn: Lsn): [number, number] {
-  if (typeof lsn !== 'string' || !LSN_PATTERN.test(lsn)) throw new RangeError(`not a PostgreSQL LSN (expected e.g. 0/1A2B3C): ${JSON.stringify(lsn)}`);
-  const slash = lsn.indexOf('/');
-  return [parseInt(lsn.slice(0, slash), 16), parseInt(lsn.slice(slash + 1), 16)];
+  readHalves(lsn);
+  return [halfHi, halfLo];
 }
 
 /** `'16/B374D848'` → `0x16B374D848n`. Throws a `RangeError` on anything else. */
@@ -64,8 +103,12 @@ export function canonicalLsn(lsn: Lsn): Lsn {
 /** Negative, zero or positive, like `Array.prototype.sort` wants. */
 export function compareLsn(a: Lsn, b: Lsn): number {
   // Hot (receipts, checkpoints): compared as two exact 32-bit numbers, no bigint.
-  const [ah, al] = halves(a);
-  const [bh, bl] = halves(b);
+  readHalves(a);
+  const ah = halfHi;
+  const al = halfLo;
+  readHalves(b);
+  const bh = halfHi;
+  const bl = halfLo;
   return ah !== bh ? (ah < bh ? -1 : 1) : al < bl ? -1 : al > bl ? 1 : 0;
 }
 

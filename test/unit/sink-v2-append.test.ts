@@ -56,4 +56,22 @@ describe('v2 AppendRequest encoding', () => {
       }
     }
   });
+
+  it('encodes a property the same when its value repeats (kept encoded) as when it changes', () => {
+    const rounds = [
+      { origin: 'change', mapper: 'm', 'source.xid': '1', long: 'L'.repeat(80) },
+      { origin: 'change', mapper: 'm', 'source.xid': '2', long: 'L'.repeat(80) },
+      { origin: 'change', mapper: 'n', 'source.xid': '2', long: 'L'.repeat(80) },
+      { origin: 'change', mapper: 'n', 'source.xid': '2', long: 'M'.repeat(80) },
+    ];
+    for (const properties of rounds) {
+      const { record } = encodeAppendRecordSized('6f1c8e2a-3b7d-4c59-9a0e-5d2b8f4c1e70', 'T', '{}', properties);
+      const decoded = v2StreamsPb.AppendRequest.deserializeBinary(encodeAppendRequest('s', 'any', [record])).getRecordsList()[0]!;
+      const map = decoded.getPropertiesMap();
+      const got: Record<string, string> = {};
+      for (const key of Object.keys(properties)) got[key] = map.get(key)!.getStringValue();
+      expect(got).toEqual(properties);
+      expect(map.getLength()).toBe(Object.keys(properties).length);
+    }
+  });
 });

