@@ -149,7 +149,8 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
 
   return {
     append(batch) {
-      const streams = [...new Set(batch.events.map((e) => e.stream))];
+      const events = batch.events;
+      const streams = events.length === 1 ? [events[0]!.stream] : [...new Set(events.map((e) => e.stream))];
       if (failure !== null) return Promise.reject(blocked(streams));
       inFlight += 1;
       const promise = new Promise<AppendOutcome>((resolve, reject) => queue.push({ batch, streams, resolve, reject }));

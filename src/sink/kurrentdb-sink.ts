@@ -876,6 +876,25 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
         perUnit.push({ streams: [], events: [], duplicate: batch.events.length });
         continue;
       }
+      if (batch.events.length === 1) {
+        // The common unit: one event — what the general path below does, without its maps.
+        const event = batch.events[0]!;
+        if (ids.has(event.id)) {
+          throw new SinkError('SINK_INVALID_EVENT', `event id ${event.id} appears twice in ${describe(unit)}${units.length > 1 ? ' (or in an earlier unit of the same batch)' : ''}; ids must be unique per delivery`, { eventId: event.id, stream: event.stream });
+        }
+        ids.set(event.id, u);
+        if (event.stream === config.checkpointStream) {
+          throw new SinkError('SINK_INVALID_EVENT', `event ${event.type} targets the assembler's checkpoint stream "${event.stream}"`, { stream: event.stream, type: event.type });
+        }
+        const p = prepareEvent(event, unit, 0, 1);
+        let merged = byStream.get(event.stream);
+        if (!merged) byStream.set(event.stream, (merged = []));
+        merged.push(p);
+        unitOfEvent.set(p, u);
+        perUnit.push({ streams: [event.stream], events: [p], duplicate: 0 });
+        lastWithEvents = u;
+        continue;
+      }
       const own = new Map<string, SinkEvent[]>();
       for (const event of batch.events) {
         if (ids.has(event.id)) {
@@ -952,6 +971,24 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       if (duplicate > 0) {
         skippedTotal += duplicate;
         outcomes.push({ appended: 0, skipped: duplicate, streams: [], checkpoint: 'none', mode });
+        continue;
+      }
+      if (names.length === 1) {
+        // One stream (the common unit): no per-stream tally needed.
+        const stream = names[0]!;
+        let unitAppended = 0;
+        for (const event of events) if (appended.has(event.id)) unitAppended += 1;
+        const revision = streams.get(stream)?.revision;
+        const unitSkipped = events.length - unitAppended;
+        appendedTotal += unitAppended;
+        skippedTotal += unitSkipped;
+        outcomes.push({
+          appended: unitAppended,
+          skipped: unitSkipped,
+          streams: [{ stream, appended: unitAppended, skipped: unitSkipped, revision: typeof revision === 'bigint' ? revision : null }],
+          checkpoint: u === lastWithEvents && checkpoint ? (appended.has(checkpoint.id) ? 'appended' : 'skipped') : 'none',
+          mode,
+        });
         continue;
       }
       const counts = new Map<string, { appended: number; skipped: number }>();
