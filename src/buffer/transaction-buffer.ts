@@ -192,10 +192,9 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
     memoryBytes -= entry.bytes;
   }
 
-  /** The committed transaction when it is held in memory (no disk to wait for), else null. */
-  function finishInMemory(txn: OpenTransaction, commitLsn: Lsn, endLsn: Lsn, commitTime: string): CommittedTransaction | null {
-    if (txn.spill !== null) return null;
-    const base = {
+  /** A committed transaction's header. */
+  function committed(txn: OpenTransaction, commitLsn: Lsn, endLsn: Lsn, commitTime: string) {
+    return {
       kind: 'transaction' as const,
       xid: txn.xid,
       commitLsn,
@@ -205,6 +204,12 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
       position: options.makePosition(commitLsn, txn.xid),
       changeCount: txn.count,
     };
+  }
+
+  /** The committed transaction when it is held in memory (no disk to wait for), else null. */
+  function finishInMemory(txn: OpenTransaction, commitLsn: Lsn, endLsn: Lsn, commitTime: string): CommittedTransaction | null {
+    if (txn.spill !== null) return null;
+    const base = committed(txn, commitLsn, endLsn, commitTime);
     memoryBytes -= txn.bytes;
     const changes = txn.changes;
     txn.changes = [];
@@ -214,16 +219,7 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
   async function finish(txn: OpenTransaction, commitLsn: Lsn, endLsn: Lsn, commitTime: string): Promise<CommittedTransaction> {
     const inMemory = finishInMemory(txn, commitLsn, endLsn, commitTime);
     if (inMemory !== null) return inMemory;
-    const base = {
-      kind: 'transaction' as const,
-      xid: txn.xid,
-      commitLsn,
-      endLsn,
-      commitTime,
-      origin: txn.origin,
-      position: options.makePosition(commitLsn, txn.xid),
-      changeCount: txn.count,
-    };
+    const base = committed(txn, commitLsn, endLsn, commitTime);
     const file = txn.spill!;
     await file.finish();
     const skip: ReadonlySet<number> = txn.aborted;

@@ -973,39 +973,29 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
         outcomes.push({ appended: 0, skipped: duplicate, streams: [], checkpoint: 'none', mode });
         continue;
       }
+      const revisionOf = (stream: string): bigint | null => {
+        const revision = streams.get(stream)?.revision;
+        return typeof revision === 'bigint' ? revision : null;
+      };
+      let unitAppended = 0;
+      let streamOutcomes: StreamAppendOutcome[];
       if (names.length === 1) {
         // One stream (the common unit): no per-stream tally needed.
-        const stream = names[0]!;
-        let unitAppended = 0;
         for (const event of events) if (appended.has(event.id)) unitAppended += 1;
-        const revision = streams.get(stream)?.revision;
-        const unitSkipped = events.length - unitAppended;
-        appendedTotal += unitAppended;
-        skippedTotal += unitSkipped;
-        outcomes.push({
-          appended: unitAppended,
-          skipped: unitSkipped,
-          streams: [{ stream, appended: unitAppended, skipped: unitSkipped, revision: typeof revision === 'bigint' ? revision : null }],
-          checkpoint: u === lastWithEvents && checkpoint ? (appended.has(checkpoint.id) ? 'appended' : 'skipped') : 'none',
-          mode,
-        });
-        continue;
+        const stream = names[0]!;
+        streamOutcomes = [{ stream, appended: unitAppended, skipped: events.length - unitAppended, revision: revisionOf(stream) }];
+      } else {
+        const counts = new Map<string, { appended: number; skipped: number }>();
+        for (const stream of names) counts.set(stream, { appended: 0, skipped: 0 });
+        for (const event of events) {
+          const c = counts.get(event.stream)!;
+          if (appended.has(event.id)) {
+            c.appended += 1;
+            unitAppended += 1;
+          } else c.skipped += 1;
+        }
+        streamOutcomes = names.map((stream) => ({ stream, ...counts.get(stream)!, revision: revisionOf(stream) }));
       }
-      const counts = new Map<string, { appended: number; skipped: number }>();
-      for (const stream of names) counts.set(stream, { appended: 0, skipped: 0 });
-      let unitAppended = 0;
-      for (const event of events) {
-        const c = counts.get(event.stream)!;
-        if (appended.has(event.id)) {
-          c.appended += 1;
-          unitAppended += 1;
-        } else c.skipped += 1;
-      }
-      const streamOutcomes: StreamAppendOutcome[] = names.map((stream) => {
-        const revision = streams.get(stream)?.revision;
-        const c = counts.get(stream)!;
-        return { stream, appended: c.appended, skipped: c.skipped, revision: typeof revision === 'bigint' ? revision : null };
-      });
       const unitSkipped = events.length - unitAppended;
       appendedTotal += unitAppended;
       skippedTotal += unitSkipped;
