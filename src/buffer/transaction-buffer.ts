@@ -348,57 +348,54 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
     }
   }
 
+  function pushNow(message: PgoutputMessage, walStart: Lsn): CommittedTransaction | NonTransactionalMessage | null | Promise<CommittedTransaction | NonTransactionalMessage | null> {
+    if (closed) throw new ProtocolStateError('transaction buffer is closed');
+    switch (message.tag) {
+      case 'insert':
+      case 'update':
+      case 'delete': {
+        const { txn, subXid } = mustTarget(message.xid, message.tag);
+        const pending = addRow(txn, subXid, message);
+        return pending === undefined ? null : pending.then(() => null);
+      }
+      case 'begin':
+        // What pushOther does, when no schema change waits to be written into the transaction.
+        if (current === null && streamTop === null && pendingSchema.length === 0) {
+          current = open(message.xid, false);
+          return null;
+        }
+        break;
+      case 'commit':
+        if (current !== null && current.spill === null) {
+          const txn = current;
+          current = null;
+          return finishInMemory(txn, message.commitLsn, message.endLsn, message.commitTime);
+        }
+        break;
+      default:
+        break;
+    }
+    return pushOther(message, walStart);
+  }
+
   return {
     get memoryBytes() { return memoryBytes; },
     get openTransactions() { return streamed.size + (current === null ? 0 : 1); },
     relations,
 
     push(message: PgoutputMessage, walStart: Lsn): Promise<CommittedTransaction | NonTransactionalMessage | null> {
-      // Row changes are the hot path: handled synchronously, returning a shared resolved promise
-      // unless the change has to wait for the disk. (One fewer promise per change also keeps
-      // promise-tracking hooks, such as test runners install, from promoting garbage.)
+      // pushNow, as a promise: a shared resolved one when there is nothing to hand out (one fewer
+      // promise per change also keeps promise-tracking hooks, such as test runners install, from
+      // promoting garbage).
       try {
-        if (closed) throw new ProtocolStateError('transaction buffer is closed');
-        if (message.tag === 'insert' || message.tag === 'update' || message.tag === 'delete') {
-          const { txn, subXid } = mustTarget(message.xid, message.tag);
-          const pending = addRow(txn, subXid, message);
-          return pending === undefined ? RESOLVED_NULL : pending.then(() => null);
-        }
+        const result = pushNow(message, walStart);
+        return result === null ? RESOLVED_NULL : result instanceof Promise ? result : Promise.resolve(result);
       } catch (e) {
         return Promise.reject(e);
       }
-      return pushOther(message, walStart);
     },
 
-    pushNow(message: PgoutputMessage, walStart: Lsn): CommittedTransaction | NonTransactionalMessage | null | Promise<CommittedTransaction | NonTransactionalMessage | null> {
-      if (closed) throw new ProtocolStateError('transaction buffer is closed');
-      switch (message.tag) {
-        case 'insert':
-        case 'update':
-        case 'delete': {
-          const { txn, subXid } = mustTarget(message.xid, message.tag);
-          const pending = addRow(txn, subXid, message);
-          return pending === undefined ? null : pending.then(() => null);
-        }
-        case 'begin':
-          // What pushOther does, when no schema change waits to be written into the transaction.
-          if (current === null && streamTop === null && pendingSchema.length === 0) {
-            current = open(message.xid, false);
-            return null;
-          }
-          break;
-        case 'commit':
-          if (current !== null && current.spill === null) {
-            const txn = current;
-            current = null;
-            return finishInMemory(txn, message.commitLsn, message.endLsn, message.commitTime);
-          }
-          break;
-        default:
-          break;
-      }
-      return pushOther(message, walStart);
-    },
+    pushNow,
 
     async close() {
       if (closed) return;
