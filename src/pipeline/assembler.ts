@@ -821,22 +821,24 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   }
 
   /**
-   * The hook of the transaction loop: ad hoc snapshot requests (`event-assembler snapshot`) in a
-   * committed transaction's messages. Resolves once each is durable in the snapshot store
-   * (started, queued or refused) — before the transaction is handed on, so before it can be
-   * acknowledged.
+   * One transaction from the source, whichever way it has to go: synchronous (no promise) for a
+   * transaction in memory with no ad hoc snapshot request in it while no snapshot runs — the
+   * common case — else a promise.
    */
-  /** One transaction from the source, whichever way it has to go. */
-  async function handleTaken(tx: CommittedTransaction): Promise<void> {
+  function handleTaken(tx: CommittedTransaction): Promise<void> | undefined {
     const inc = incremental;
-    if (inc && snapshotSystemId) await handleWithWindow(tx, inc, snapshotSystemId);
-    else if (!tx.spilled) {
-      // Small transactions are in memory anyway: look for ad hoc snapshot requests (their own
-      // tiny transactions, see source/snapshot/request.ts) before handing the changes on.
-      const changes = readChangesNow(tx) ?? (await readChanges(tx));
-      if (hasSnapshotRequest(changes)) await takeSnapshotRequests(tx, changes);
-      await handleTransaction(tx, changes);
-    } else await handleTransaction(tx);
+    if (inc && snapshotSystemId) return handleWithWindow(tx, inc, snapshotSystemId);
+    if (tx.spilled) return handleTransaction(tx);
+    // Small transactions are in memory anyway: look for ad hoc snapshot requests (their own tiny
+    // transactions, see source/snapshot/request.ts) before handing the changes on.
+    const changes = readChangesNow(tx);
+    if (changes === null) return readChanges(tx).then((read) => handleChanges(tx, read));
+    return handleChanges(tx, changes);
+  }
+
+  function handleChanges(tx: CommittedTransaction, changes: Change[]): Promise<void> | undefined {
+    if (hasSnapshotRequest(changes)) return takeSnapshotRequests(tx, changes).then(() => handleTransaction(tx, changes));
+    return handleTransaction(tx, changes);
   }
 
   function hasSnapshotRequest(changes: readonly Change[]): boolean {
@@ -844,6 +846,12 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     return false;
   }
 
+  /**
+   * The hook of the transaction loop: ad hoc snapshot requests (`event-assembler snapshot`) in a
+   * committed transaction's messages. Resolves once each is durable in the snapshot store
+   * (started, queued or refused) — before the transaction is handed on, so before it can be
+   * acknowledged.
+   */
   async function takeSnapshotRequests(tx: CommittedTransaction, changes: readonly Change[]): Promise<void> {
     for (const change of changes) {
       if (change.op !== 'message' || change.prefix !== SNAPSHOT_REQUEST_PREFIX) continue;
@@ -1070,17 +1078,9 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         if (stopRequested) break;
         // A queue of transactions is taken one by one without waiting; the iterator when it is empty.
         const queuedNow = source.takeNow();
-        if (queuedNow && !incremental && !queuedNow.spilled) {
-          const changes = readChangesNow(queuedNow);
-          if (changes) {
-            if (hasSnapshotRequest(changes)) await takeSnapshotRequests(queuedNow, changes);
-            const pending = handleTransaction(queuedNow, changes);
-            if (pending) await pending;
-            continue;
-          }
-        }
         if (queuedNow) {
-          await handleTaken(queuedNow);
+          const pending = handleTaken(queuedNow);
+          if (pending) await pending;
           continue;
         }
         const next = iterator.next();
@@ -1098,7 +1098,8 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
           await winner.value.release();
           break;
         }
-        await handleTaken(winner.value);
+        const pending = handleTaken(winner.value);
+        if (pending) await pending;
       }
     } catch (error) {
       if (!(error instanceof StopBeforeStart)) setFatal(error);
