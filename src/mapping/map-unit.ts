@@ -65,7 +65,7 @@ export const STANDARD_METADATA_KEYS = [
 
 const STANDARD = new Set<string>(STANDARD_METADATA_KEYS);
 
-function isEmpty(object: object): boolean {
+function hasNoKeys(object: object): boolean {
   for (const _ in object) return false;
   return true;
 }
@@ -256,7 +256,7 @@ export function mapUnit(mappers: readonly AnyMapper[], unit: SourceUnit, context
     checked.forEach(({ event, entity }, ordinal) => {
       const own = event.metadata;
       let metadata: Record<string, string>;
-      if (unit.kind === 'transaction' && (!own || isEmpty(own))) {
+      if (unit.kind === 'transaction' && (!own || hasNoKeys(own))) {
         // The common case, as one literal: the same keys in the same order as the general case
         // below (metadata JSON is stored in that order), with a shape V8 creates and walks fast.
         metadata = {
