@@ -2,7 +2,7 @@
 // Runs the CLI from TypeScript sources through tsx when no build exists, from dist otherwise.
 // Node runs with a 64 MiB young-generation semi-space: the pipeline allocates per transaction
 // and keeps up to `limits.maxInFlightTransactions` of them alive, which with V8's default
-// (16 MiB) made scavenges several times as costly (see README, Benchmarks). To choose
+// (16 MiB) made scavenges several times as costly (see README, Deployment). To choose
 // otherwise, run it as `node [flags] bin/event-assembler.js`.
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
