@@ -865,6 +865,23 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     /** Per unit: its streams in order of first appearance and its prepared events. */
     const perUnit: { streams: string[]; events: PreparedEvent[]; duplicate: number }[] = [];
     let lastWithEvents = -1;
+    /** Checks an event of unit `u` (its id unique in the call, not the checkpoint stream) and notes its id. */
+    const admit = (event: SinkEvent, u: number): void => {
+      if (ids.has(event.id)) {
+        throw new SinkError('SINK_INVALID_EVENT', `event id ${event.id} appears twice in ${describe(units[u]!)}${units.length > 1 ? ' (or in an earlier unit of the same batch)' : ''}; ids must be unique per delivery`, { eventId: event.id, stream: event.stream });
+      }
+      ids.set(event.id, u);
+      if (event.stream === config.checkpointStream) {
+        throw new SinkError('SINK_INVALID_EVENT', `event ${event.type} targets the assembler's checkpoint stream "${event.stream}"`, { stream: event.stream, type: event.type });
+      }
+    };
+    /** Adds a prepared event of unit `u` to its stream's events, in call order. */
+    const place = (p: PreparedEvent, u: number): void => {
+      let merged = byStream.get(p.stream);
+      if (!merged) byStream.set(p.stream, (merged = []));
+      merged.push(p);
+      unitOfEvent.set(p, u);
+    };
     for (let u = 0; u < batches.length; u++) {
       const batch = batches[u]!;
       const unit = units[u]!;
@@ -879,45 +896,27 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       if (batch.events.length === 1) {
         // The common unit: one event — what the general path below does, without its maps.
         const event = batch.events[0]!;
-        if (ids.has(event.id)) {
-          throw new SinkError('SINK_INVALID_EVENT', `event id ${event.id} appears twice in ${describe(unit)}${units.length > 1 ? ' (or in an earlier unit of the same batch)' : ''}; ids must be unique per delivery`, { eventId: event.id, stream: event.stream });
-        }
-        ids.set(event.id, u);
-        if (event.stream === config.checkpointStream) {
-          throw new SinkError('SINK_INVALID_EVENT', `event ${event.type} targets the assembler's checkpoint stream "${event.stream}"`, { stream: event.stream, type: event.type });
-        }
+        admit(event, u);
         const p = prepareEvent(event, unit, 0, 1);
-        let merged = byStream.get(event.stream);
-        if (!merged) byStream.set(event.stream, (merged = []));
-        merged.push(p);
-        unitOfEvent.set(p, u);
+        place(p, u);
         perUnit.push({ streams: [event.stream], events: [p], duplicate: 0 });
         lastWithEvents = u;
         continue;
       }
       const own = new Map<string, SinkEvent[]>();
       for (const event of batch.events) {
-        if (ids.has(event.id)) {
-          throw new SinkError('SINK_INVALID_EVENT', `event id ${event.id} appears twice in ${describe(unit)}${units.length > 1 ? ' (or in an earlier unit of the same batch)' : ''}; ids must be unique per delivery`, { eventId: event.id, stream: event.stream });
-        }
-        ids.set(event.id, u);
-        if (event.stream === config.checkpointStream) {
-          throw new SinkError('SINK_INVALID_EVENT', `event ${event.type} targets the assembler's checkpoint stream "${event.stream}"`, { stream: event.stream, type: event.type });
-        }
+        admit(event, u);
         const list = own.get(event.stream);
         if (list) list.push(event);
         else own.set(event.stream, [event]);
       }
       const prepared: PreparedEvent[] = [];
       const unitPart = unitReceiptPart(unit);
-      for (const [stream, events] of own) {
-        let merged = byStream.get(stream);
-        if (!merged) byStream.set(stream, (merged = []));
+      for (const events of own.values()) {
         events.forEach((event, ordinal) => {
           const p = prepareEvent(event, unitPart, ordinal, events.length);
-          merged.push(p);
+          place(p, u);
           prepared.push(p);
-          unitOfEvent.set(p, u);
         });
       }
       perUnit.push({ streams: [...own.keys()], events: prepared, duplicate: 0 });

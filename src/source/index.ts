@@ -331,6 +331,23 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
     return undefined;
   }
 
+  function failWith(error: unknown): void {
+    fail(error instanceof Error ? error : new Error(String(error)));
+  }
+
+  /** Runs `work` after everything queued before it; a message counts as pending until it has run. */
+  function enqueue(work: () => Promise<void> | undefined): void {
+    pending += 1;
+    if (pending >= MAX_PENDING_MESSAGES) updateFlow();
+    chain = chain
+      .then(work)
+      .then(undefined, failWith)
+      .finally(() => {
+        pending -= 1;
+        updateFlow();
+      });
+  }
+
   function resetForSession(): void {
     // A new session re-sends from the durable position: whatever was half-received is void.
     openXid = null;
@@ -359,9 +376,10 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
       }
       session = s;
       state = 'streaming';
-      pending += 1; // nothing is taken in on the fast path below before the reset ran
-      chain = chain.then(resetForSession).finally(() => {
-        pending -= 1;
+      // Queued (and pending): nothing is taken in on the fast path below before the reset ran.
+      enqueue(() => {
+        resetForSession();
+        return undefined;
       });
     },
     onMessage(message, walStart, size) {
@@ -373,36 +391,19 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
         try {
           wait = take(message, walStart, size);
         } catch (error) {
-          fail(error instanceof Error ? error : new Error(String(error)));
+          failWith(error);
           return;
         }
         if (wait === undefined) {
           if (message.tag === 'commit' || message.tag === 'stream-commit') updateFlow();
           return;
         }
-        pending += 1;
-        const waiting = wait.then(undefined, (error: unknown) => fail(error instanceof Error ? error : new Error(String(error))));
-        chain = chain
-          .then(() => waiting)
-          .finally(() => {
-            pending -= 1;
-            updateFlow();
-          });
+        // Its failure is handled now (not when the chain gets to it); what comes next waits for it.
+        const waiting = wait.then(undefined, failWith);
+        enqueue(() => waiting);
         return;
       }
-      pending += 1;
-      if (pending >= MAX_PENDING_MESSAGES) updateFlow();
-      chain = chain.then(async () => {
-        if (fatalError) return;
-        try {
-          await take(message, walStart, size);
-        } catch (error) {
-          fail(error instanceof Error ? error : new Error(String(error)));
-        } finally {
-          pending -= 1;
-          updateFlow();
-        }
-      });
+      enqueue(() => (fatalError ? undefined : take(message, walStart, size)));
     },
     isIdle() {
       return pending === 0 && inFlight.length === 0 && buffer.openTransactions === 0;
@@ -444,7 +445,7 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
       reader.start();
       return report;
     })();
-    started.catch((error: unknown) => fail(error instanceof Error ? error : new Error(String(error))));
+    started.catch(failWith);
     return started;
   }
 

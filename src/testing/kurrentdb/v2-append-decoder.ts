@@ -169,20 +169,23 @@ let keyHashes = new Int32Array(64);
 
 /**
  * Copies `bytes[start, end)` to `scratch` at `o` if it is printable ASCII without `"` and `\\`
- * (JSON-quoted as itself); returns the new offset, or -1. Hashes the bytes into `copiedHash`.
+ * (JSON-quoted as itself); returns the new offset, or -1.
  */
 function copyPlain(bytes: Buffer, start: number, end: number, o: number): number {
-  let hash = 0x811c9dc5;
   for (let i = start; i < end; i++) {
     const b = bytes[i]!;
     if (b < 0x20 || b > 0x7e || b === 0x22 || b === 0x5c) return -1;
     scratch[o++] = b;
-    hash = Math.imul(hash ^ b, 0x01000193);
   }
-  copiedHash = hash;
   return o;
 }
-let copiedHash = 0;
+
+/** FNV-1a of `bytes[start, end)` (keys only: repeated keys are looked for among these). */
+function keyHash(bytes: Buffer, start: number, end: number): number {
+  let hash = 0x811c9dc5;
+  for (let i = start; i < end; i++) hash = Math.imul(hash ^ bytes[i]!, 0x01000193);
+  return hash;
+}
 
 /**
  * The fast path for a record's properties (field 2 entries at `entries`, as `[start, end)` pairs):
@@ -221,7 +224,7 @@ function plainMetadataJson(bytes: Buffer, entries: readonly number[], tail: Buff
     scratch[o++] = 0x22;
     o = copyPlain(bytes, ks, ke, o);
     if (o < 0) return null;
-    const hash = copiedHash;
+    const hash = keyHash(bytes, ks, ke);
     for (let j = 0; j < i / 2; j++) if (keyHashes[j] === hash) return null; // a repeated key (or a collision): decode
     keyHashes[i / 2] = hash;
     const first = bytes[ks];
