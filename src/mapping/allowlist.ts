@@ -58,13 +58,9 @@ export function touchesDeclaredTables(unit: SourceUnit, tables: Readonly<Record<
  * looks at it ({@link visibleChange}), so changes a mapper never reads cost no rows (the bulk of a
  * transaction is often rows one mapper reads through another's, or none at all).
  */
-export interface DeclaredChange {
-  readonly op: VisibleChange['op'];
-  readonly table: QualifiedTable;
-  /** Index of the change in the source transaction (all tables, before filtering). */
-  readonly index: number;
+export interface DeclaredChange extends Pick<VisibleChange, 'op' | 'table' | 'index' | 'allow'> {
+  /** The change as captured: every column. */
   readonly change: RowChange | ReadChange;
-  readonly allow: TableAllowlist;
 }
 
 export interface DeclaredUnit {
