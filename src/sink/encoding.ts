@@ -2,7 +2,7 @@
 import { uuidv5 as uuidv5In } from '../mapping/event-id.js';
 import { jsonEvent, type EventData } from '@kurrent/kurrentdb-client';
 import { SinkError } from './errors.js';
-import { RECEIPT_KEYS, RECEIPT_PREFIX, receiptAt, receiptUnitMetadata, type Receipt, type ReceiptUnit } from './receipt.js';
+import { RECEIPT_KEYS, RECEIPT_PREFIX, receiptAt, receiptUnitMetadata, type Receipt, type ReceiptScope, type ReceiptUnit } from './receipt.js';
 import { encodeAppendRecordSized, encodePlainRecord, plainProperties, plainProperty, PlainPropertiesBuilder, type PlainProperties } from './v2-append.js';
 
 /** What the sink needs of an event (the mapping SDK's `EventToAppend` fits). */
@@ -64,6 +64,7 @@ function numberPart(cache: (PlainProperties | null)[], key: string, n: number): 
   if (n < 256) return (cache[n] ??= plainProperty(key, String(n)));
   return plainProperty(key, String(n));
 }
+let unitScopePart: PlainProperties | null | undefined;
 
 /**
  * A prepared event. The metadata (the event's own keys, then the receipt's), the receipt, the
@@ -92,10 +93,11 @@ class Prepared implements PreparedEvent {
     private readonly unitPart: UnitReceiptPart,
     private readonly ordinal: number,
     private readonly count: number,
+    private readonly scope: ReceiptScope,
   ) {}
 
   get receipt(): Receipt {
-    return (this.#receipt ??= receiptAt(this.unitPart.unit, this.ordinal, this.count));
+    return (this.#receipt ??= receiptAt(this.unitPart.unit, this.ordinal, this.count, this.scope));
   }
 
   get metadata(): Readonly<Record<string, string>> {
@@ -104,6 +106,7 @@ class Prepared implements PreparedEvent {
     Object.assign(metadata, this.unitPart.metadata);
     metadata[RECEIPT_KEYS.ordinal] = String(this.ordinal);
     metadata[RECEIPT_KEYS.count] = String(this.count);
+    if (this.scope === 'unit') metadata[RECEIPT_KEYS.scope] = 'unit';
     return (this.#metadata = metadata);
   }
 
@@ -125,7 +128,9 @@ class Prepared implements PreparedEvent {
     const unitPlain = this.unitPart.plain;
     const ordinal = numberPart(ordinalParts, RECEIPT_KEYS.ordinal, this.ordinal);
     const count = numberPart(countParts, RECEIPT_KEYS.count, this.count);
-    const plain = this.ownPlain && unitPlain && ordinal && count ? encodePlainRecord(this.id, this.type, this.dataJson, [this.ownPlain, unitPlain, ordinal, count]) : null;
+    const parts = this.ownPlain && unitPlain && ordinal && count ? [this.ownPlain, unitPlain, ordinal, count] : null;
+    if (parts && this.scope === 'unit') parts.push((unitScopePart ??= plainProperty(RECEIPT_KEYS.scope, 'unit'))!);
+    const plain = parts ? encodePlainRecord(this.id, this.type, this.dataJson, parts) : null;
     return (this.#encoded = plain ?? encodeAppendRecordSized(this.id, this.type, this.dataJson, this.metadata));
   }
 
@@ -138,9 +143,10 @@ class Prepared implements PreparedEvent {
  * Encodes one event: data as JSON (`application/json`), metadata as the flat string map plus the
  * receipt keys — flat and string-valued, so the same event can go through multi-stream append.
  * `unit` is the event's unit (or its shared receipt part, computed once for a unit's events);
- * `ordinal` and `count` place the event among the unit's events in its stream.
+ * `ordinal` and `count` place the event among the unit's events in its stream — or, with `scope`
+ * `unit` (a unit appended in slices), among all the unit's events.
  */
-export function prepareEvent(event: EncodableEvent, unit: ReceiptUnit | UnitReceiptPart, ordinal: number, count: number): PreparedEvent {
+export function prepareEvent(event: EncodableEvent, unit: ReceiptUnit | UnitReceiptPart, ordinal: number, count: number, scope: ReceiptScope = 'stream'): PreparedEvent {
   const invalid = (why: string, extra: Record<string, unknown> = {}): SinkError =>
     new SinkError('SINK_INVALID_EVENT', `event ${event.type} (${event.id}) for stream "${event.stream}" ${why}`, {
       stream: event.stream,
@@ -170,7 +176,7 @@ export function prepareEvent(event: EncodableEvent, unit: ReceiptUnit | UnitRece
   const part = 'plain' in unit ? unit : unitReceiptPart(unit);
   // The event's own keys are kept as given (not copied): with a plain encoding they are not read again for multi-stream appends.
   const own = plain === null ? { ...source } : source;
-  return new Prepared(event.id, event.stream, event.type, dataJson, event.data, own, plain, part, ordinal, count);
+  return new Prepared(event.id, event.stream, event.type, dataJson, event.data, own, plain, part, ordinal, count, scope);
 }
 
 /** The sink's UUIDv5 namespace (for its own checkpoint events). Never change it. */

@@ -24,7 +24,17 @@
  * | `receipt.table`       | snapshot: `schema.table` (diagnosis)                             |
  * | `receipt.key`         | snapshot: the row's key as text (diagnosis)                      |
  * | `receipt.ordinal`     | 0-based index of this event among the unit's events in this stream |
- * | `receipt.count`       | number of the unit's events in this stream                       |
+ * |                       | (scope `unit`: among all the unit's events, in every stream)     |
+ * | `receipt.count`       | number of the unit's events in this stream (scope `unit`: in all) |
+ * | `receipt.scope`       | `unit` for a unit appended in slices (see below); absent: stream |
+ *
+ * Scope. A unit small enough to be held whole numbers its events per stream. A unit of more
+ * than `SLICED_UNIT_EVENTS` events (a bulk update, a backfill) reaches the sink in slices, in
+ * bounded memory, and numbers each event by its place in the whole unit (`receipt.scope` =
+ * `unit`): monotonic in every stream, computable slice by slice without holding a per-stream
+ * tally. Whether a unit is sliced depends only on its number of events, so a replay numbers its
+ * events as the first attempt did; a stream whose tail holds the same unit in the other scope
+ * (written by a version that did not slice) is resolved by event id instead (see the sink).
  *
  * Order (one function, {@link compareReceipts}): within one assembler and one source system,
  * units are ordered by LSN — a transaction by its commit LSN (then xid), a snapshot record by its
@@ -48,6 +58,7 @@ export const RECEIPT_KEYS = {
   key: 'receipt.key',
   ordinal: 'receipt.ordinal',
   count: 'receipt.count',
+  scope: 'receipt.scope',
 } as const;
 
 /** Metadata keys starting with this prefix belong to the sink; events must not bring their own. */
@@ -79,17 +90,30 @@ export interface SnapshotUnit extends UnitBase {
 /** What one append call is about: one source transaction or one snapshot record. */
 export type ReceiptUnit = TransactionUnit | SnapshotUnit;
 
-/** A unit plus the event's place among that unit's events in one stream. */
-export type Receipt = ReceiptUnit & { readonly ordinal: number; readonly count: number };
+/**
+ * What `ordinal` and `count` count: the unit's events in this stream (`stream`, the default) or
+ * all the unit's events (`unit`: a unit appended in slices).
+ */
+export type ReceiptScope = 'stream' | 'unit';
 
-export function receiptAt(unit: ReceiptUnit, ordinal: number, count: number): Receipt {
+/** A unit plus the event's place among that unit's events (in one stream, or in all: `scope`). */
+export type Receipt = ReceiptUnit & { readonly ordinal: number; readonly count: number; readonly scope?: 'unit' };
+
+export function receiptAt(unit: ReceiptUnit, ordinal: number, count: number, scope: ReceiptScope = 'stream'): Receipt {
   // Spelled out rather than spread (`{ ...unit, ordinal, count }`): one per appended stream, and
   // a spread of a unit cost ~3 µs in the profile. Same keys, same order.
   if (unit.kind === 'transaction') {
     const { assembler, source, commitLsn, xid } = unit;
-    return source === undefined ? { kind: 'transaction', assembler, commitLsn, xid, ordinal, count } : { kind: 'transaction', assembler, source, commitLsn, xid, ordinal, count };
+    const receipt: Receipt =
+      source === undefined ? { kind: 'transaction', assembler, commitLsn, xid, ordinal, count } : { kind: 'transaction', assembler, source, commitLsn, xid, ordinal, count };
+    return scope === 'unit' ? { ...receipt, scope } : receipt;
   }
-  return { ...unit, ordinal, count };
+  return scope === 'unit' ? { ...unit, ordinal, count, scope } : { ...unit, ordinal, count };
+}
+
+/** The scope of a receipt's ordinal. */
+export function scopeOf(receipt: Receipt): ReceiptScope {
+  return receipt.scope ?? 'stream';
 }
 
 /** Whether {@link compareReceipts} may order the two (same assembler, same source system when both say). */
@@ -134,9 +158,21 @@ export function compareGenerations(a: string, b: string): number {
   return pa.length - pb.length;
 }
 
-/** The one comparison of receipts: by unit, then ordinal. Throws a `RangeError` when they do not compare. */
+/**
+ * The one comparison of receipts: by unit, then ordinal. Throws a `RangeError` when they do not
+ * compare — different assemblers or sources, or the same unit numbered in different scopes
+ * (check {@link ordinalsComparable}; the sink then compares by event id).
+ */
 export function compareReceipts(a: Receipt, b: Receipt): number {
-  return compareUnits(a, b) || a.ordinal - b.ordinal;
+  const byUnit = compareUnits(a, b);
+  if (byUnit !== 0) return byUnit;
+  if (scopeOf(a) !== scopeOf(b)) throw new RangeError(`ordinals of ${describeUnit(a)} do not compare: one counts per stream, the other across the unit`);
+  return a.ordinal - b.ordinal;
+}
+
+/** Whether two receipts of the same unit number their events in the same scope (receipts of different units always compare by unit). */
+export function ordinalsComparable(a: Receipt, b: Receipt): boolean {
+  return compareUnits(a, b) !== 0 || scopeOf(a) === scopeOf(b);
 }
 
 /** The receipt as flat, string-valued event metadata. */
@@ -144,6 +180,7 @@ export function receiptToMetadata(receipt: Receipt): Record<string, string> {
   const metadata = receiptUnitMetadata(receipt);
   metadata[RECEIPT_KEYS.ordinal] = String(receipt.ordinal);
   metadata[RECEIPT_KEYS.count] = String(receipt.count);
+  if (receipt.scope === 'unit') metadata[RECEIPT_KEYS.scope] = 'unit';
   return metadata;
 }
 
@@ -183,14 +220,17 @@ export function receiptFromMetadata(metadata: unknown): Receipt | null {
   const ordinal = integer(k.ordinal);
   const count = integer(k.count);
   if (assembler === undefined || ordinal === undefined || count === undefined) return null;
+  const scope = text(k.scope);
+  if (scope !== undefined && scope !== 'unit') return null;
   const source = text(k.source);
   const base = source === undefined ? { assembler } : { assembler, source };
+  const placed = scope === 'unit' ? { ordinal, count, scope: 'unit' as const } : { ordinal, count };
   switch (text(k.kind)) {
     case 'transaction': {
       const commitLsn = text(k.commitLsn);
       const xid = integer(k.xid);
       if (commitLsn === undefined || !isLsn(commitLsn) || xid === undefined) return null;
-      return { ...base, kind: 'transaction', commitLsn, xid, ordinal, count };
+      return { ...base, kind: 'transaction', commitLsn, xid, ...placed };
     }
     case 'snapshot': {
       const lsn = text(k.lsn);
@@ -199,7 +239,7 @@ export function receiptFromMetadata(metadata: unknown): Receipt | null {
       const table = text(k.table);
       const key = text(k.key);
       if (lsn === undefined || !isLsn(lsn) || generation === undefined || sequence === undefined || table === undefined || key === undefined) return null;
-      return { ...base, kind: 'snapshot', lsn, generation, sequence, table, key, ordinal, count };
+      return { ...base, kind: 'snapshot', lsn, generation, sequence, table, key, ...placed };
     }
     default:
       return null;

@@ -1,0 +1,89 @@
+/**
+ * Conflicts and limits met while appending: what remains of a group given what the stream holds
+ * (a tail that is not ours stops the line, loudly, naming the stream), why a revision moved
+ * (an earlier attempt of ours landed, or another writer), events over the max append size.
+ */
+import type { PreparedEvent } from './encoding.js';
+import { OversizedEventError, StreamConflictError, type StreamConflictDetails } from './errors.js';
+import { remaining, remainingById, type Group } from './plan.js';
+import { compareReceipts, ordinalsComparable, receiptsComparable, receiptToMetadata, type Receipt } from './receipt.js';
+import type { CallStates, Revision, StreamState } from './stream-states.js';
+import { revisionText, type SinkContext } from './context.js';
+
+export function conflictError(
+  ctx: SinkContext,
+  stream: string,
+  reason: StreamConflictDetails['reason'],
+  expected: string,
+  state: StreamState,
+  ours: Receipt | null,
+  known?: CallStates,
+  cause?: unknown,
+): StreamConflictError {
+  ctx.states.drop(stream, known);
+  return new StreamConflictError(
+    {
+      stream,
+      expected,
+      actual: revisionText(state.revision),
+      ours: ours ? receiptToMetadata(ours) : null,
+      theirs: state.receipt ? receiptToMetadata(state.receipt) : null,
+      tailEvent: state.tail ? { id: state.tail.id, type: state.tail.type, revision: state.tail.revision.toString() } : null,
+      reason,
+    },
+    cause === undefined ? undefined : { cause },
+  );
+}
+
+/**
+ * After a wrong-expected-version on a stream whose state we knew: re-read the tail. If its
+ * receipt is ours and at or past the first event we tried (or of the same unit numbered in the
+ * other scope: the re-plan tells by id), an earlier attempt landed — the caller re-plans.
+ * Otherwise: another writer. Says whether the stream's revision moved (progress).
+ */
+export async function explainConflict(ctx: SinkContext, stream: string, expected: Revision, first: Receipt, known: CallStates, cause: unknown): Promise<boolean> {
+  await ctx.states.refresh([stream], known);
+  const fresh = known.get(stream)!;
+  const theirs = fresh.receipt;
+  if (theirs && receiptsComparable(theirs, first) && (!ordinalsComparable(theirs, first) || compareReceipts(theirs, first) >= 0)) {
+    ctx.logger.info('kurrentdb sink: an earlier attempt had landed; continuing after its receipt', {
+      stream,
+      expected: revisionText(expected),
+      actual: revisionText(fresh.revision),
+    });
+    return fresh.revision !== expected;
+  }
+  const reason = !theirs || theirs.assembler !== first.assembler ? 'foreign-tail' : receiptsComparable(theirs, first) ? 'unexplained-revision' : 'receipt-from-other-source';
+  throw conflictError(ctx, stream, reason, revisionText(expected), fresh, first, known, cause);
+}
+
+export function oversized(event: PreparedEvent, size: number, max: number): OversizedEventError {
+  return new OversizedEventError({ stream: event.stream, type: event.type, eventId: event.id, size, limit: max });
+}
+
+/** The server said its max append size is smaller than ours: use the server's. */
+export function learnServerLimit(ctx: SinkContext, serverLimit: unknown): void {
+  if (typeof serverLimit === 'number' && serverLimit > 0 && serverLimit < ctx.limit) {
+    ctx.logger.warn('kurrentdb sink: the server\'s max append size is smaller than configured; using the server\'s', { configured: ctx.limit, server: serverLimit });
+    ctx.limit = serverLimit;
+  }
+}
+
+/** What remains of `group` after what its stream holds (`known` has its state); throws on a conflict. */
+export async function remainingOf(ctx: SinkContext, group: Group, known: CallStates): Promise<PreparedEvent[]> {
+  const state = known.get(group.stream)!;
+  const plan = remaining(group, state);
+  if (plan.kind === 'todo') return plan.events;
+  if (plan.kind === 'conflict') throw conflictError(ctx, group.stream, plan.reason, plan.expected, state, group.events[0]!.receipt, known);
+  return remainingById(group, plan.unit, await ctx.states.unitIds(group.stream, plan.unit));
+}
+
+/** {@link remainingOf} for every group (by-id reads in parallel); only groups with something left. */
+export async function remainingGroups(ctx: SinkContext, groups: readonly Group[], known: CallStates): Promise<Group[]> {
+  const todo = await Promise.all(groups.map((group) => remainingOf(ctx, group, known)));
+  const plans: Group[] = [];
+  groups.forEach((group, i) => {
+    if (todo[i]!.length > 0) plans.push({ stream: group.stream, events: todo[i]! });
+  });
+  return plans;
+}

@@ -1,0 +1,301 @@
+/**
+ * What the sink knows of each stream — its revision and the receipt at its tail — and how it
+ * learns it.
+ *
+ * - A cache (least recently used forgotten) keeps what appends and reads taught, across calls.
+ *   Each append call also keeps its own map of the states it works with (`CallStates`), so a
+ *   call larger than the cache never loses a state it still needs.
+ * - A stream not in the cache is touched for the first time in one of two ways
+ *   (`firstTouch`): `optimistic` appends as if it were new (`no_stream`), which costs nothing
+ *   for new streams and one failed append for an existing one; `read` reads its tail first.
+ *   The sink starts optimistic and switches to `read` as soon as an optimistic append meets an
+ *   existing stream (a bulk update after a restart: every stream exists), back to optimistic
+ *   when nearly every tail it reads turns out not to exist. Tails are read in parallel, at most
+ *   `TAIL_READ_CONCURRENCY` at once for the whole sink.
+ * - An optimistic append answered with revision n may have been a fresh write or the server's
+ *   idempotency finding these very events (a replay); the answer's log position tells them apart
+ *   (see `classify`).
+ */
+import { NO_STREAM } from '@kurrent/kurrentdb-client';
+import { SinkError } from './errors.js';
+import { compareUnits, receiptFromMetadata, receiptsComparable, type Receipt, type ReceiptUnit } from './receipt.js';
+import type { SinkLogger } from './options.js';
+import type { TailReader } from './tail-reader.js';
+
+export type Revision = bigint | typeof NO_STREAM;
+
+/** What the sink knows of one stream: its revision and the receipt at its tail. */
+export interface StreamState {
+  readonly revision: Revision;
+  readonly receipt: Receipt | null;
+  readonly tail: { readonly id: string; readonly type: string; readonly revision: bigint } | null;
+}
+
+export const EMPTY_STREAM: StreamState = Object.freeze({ revision: NO_STREAM, receipt: null, tail: null });
+
+/**
+ * A stream touched for the first time, its tail not read: assumed new, so the append goes out
+ * optimistically with `no_stream`. Never cached; compared by identity.
+ */
+export const ASSUMED_NEW: StreamState = Object.freeze({ revision: NO_STREAM, receipt: null, tail: null });
+
+/** The states one append call works with (see the module comment). */
+export type CallStates = Map<string, StreamState>;
+
+/** Tail reads in flight at once, for the whole sink. Measured with the bridge: 64 ≈ 9,000 reads/s, more gains nothing. */
+export const TAIL_READ_CONCURRENCY = 64;
+
+/** In `read` mode, after this many first-touch reads… */
+const READ_WINDOW = 256;
+/** …go back to optimistic first touches when at least this share found no stream. */
+const NEW_STREAM_SHARE = 0.9;
+
+export interface StreamStatesOptions {
+  readonly maxCachedStreams: number;
+  readonly reader: TailReader;
+  readonly logger: SinkLogger;
+  /** Runs one read, waiting out destination outages (the sink's retry policy). */
+  retrying<T>(operation: string, details: Record<string, unknown>, call: () => Promise<T>): Promise<T>;
+  readonly stats: { tailReads: number; logHeadReads: number };
+}
+
+export interface StreamStates {
+  /**
+   * Gives each of `streams` missing from `known` a state: cached, `ASSUMED_NEW` (an optimistic
+   * first touch), or its tail read now (in parallel).
+   */
+  resolve(streams: Iterable<string>, known: CallStates): Promise<void>;
+  /** Reads the tails of `streams` now (in parallel), into `known` and the cache. */
+  refresh(streams: Iterable<string>, known: CallStates): Promise<void>;
+  /** A state an append taught. */
+  learned(stream: string, state: StreamState, known?: CallStates): void;
+  /** Forgets a stream after a failure: its next touch reads the tail (did a write land?). */
+  drop(stream: string, known?: CallStates): void;
+  cached(stream: string): StreamState | undefined;
+  /** Notes an append's answered log position: a fresh write, an idempotent answer, or cannot tell. */
+  classify(position: bigint | undefined): 'fresh' | 'idempotent' | 'unknown';
+  /** An optimistic first touch met `existing` streams that exist: read tails first from now on. */
+  optimisticMissed(existing: number): void;
+  /** Ids of the events of `unit` at the end of `stream` (its share of the unit that landed). */
+  unitIds(stream: string, unit: ReceiptUnit): Promise<Set<string>>;
+  /** Starts reading the log head (before the first optimistic append needs it). */
+  warmUp(): void;
+  readonly size: number;
+  readonly firstTouch: 'optimistic' | 'read';
+  clear(): void;
+}
+
+/** Stream states, least recently used first (a Map keeps insertion order). */
+function createLru(capacity: number, onEvict: () => void) {
+  const entries = new Map<string, StreamState>();
+  return {
+    get(stream: string): StreamState | undefined {
+      const state = entries.get(stream);
+      if (state) {
+        entries.delete(stream);
+        entries.set(stream, state);
+      }
+      return state;
+    },
+    set(stream: string, state: StreamState): void {
+      entries.delete(stream);
+      entries.set(stream, state);
+      if (entries.size > capacity) {
+        entries.delete(entries.keys().next().value!);
+        onEvict();
+      }
+    },
+    delete: (stream: string): boolean => entries.delete(stream),
+    clear: (): void => entries.clear(),
+    get size(): number {
+      return entries.size;
+    },
+  };
+}
+
+/** At most `limit` of the tasks run at once. */
+function createLimiter(limit: number) {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return async function run<T>(task: () => Promise<T>): Promise<T> {
+    if (running >= limit) await new Promise<void>((resolve) => waiting.push(resolve));
+    running += 1;
+    try {
+      return await task();
+    } finally {
+      running -= 1;
+      waiting.shift()?.();
+    }
+  };
+}
+
+export function deletedError(stream: string, cause: unknown): SinkError {
+  return new SinkError('SINK_STREAM_DELETED', `stream "${stream}" is deleted or tombstoned in KurrentDB; the assembler will not recreate it silently`, { stream }, { cause });
+}
+
+function errorType(error: unknown): string | undefined {
+  const type = (error as { type?: unknown } | null)?.type;
+  return typeof type === 'string' ? type : undefined;
+}
+
+export function createStreamStates(options: StreamStatesOptions): StreamStates {
+  const { reader, logger, retrying, stats } = options;
+  // The log head (commit position of its last record), read once before the first optimistic
+  // append: an idempotent answer carries the original write's position, at or below it; a fresh
+  // write lands above it. `null`: it cannot be read (e.g. no permission to read `$all`), and
+  // every first touch reads the stream's tail instead.
+  let logHead: bigint | null | undefined;
+  let logHeadRead: Promise<bigint | null> | undefined;
+  let highestSeen = -1n; // highest log position our appends were answered with
+  const cache = createLru(options.maxCachedStreams, () => {
+    // A forgotten stream may be one we wrote in this process: idempotent answers up to what we
+    // have seen must read the tail too.
+    if (typeof logHead === 'bigint' && highestSeen > logHead) logHead = highestSeen;
+  });
+  /** Streams whose state was dropped (a failure): their next touch reads the tail first. */
+  const mustRead = new Set<string>();
+  const limited = createLimiter(TAIL_READ_CONCURRENCY);
+  let firstTouch: 'optimistic' | 'read' = 'optimistic';
+  let window = { reads: 0, missing: 0 };
+
+  function optimisticHead(): Promise<bigint | null> {
+    logHeadRead ??= (async () => {
+      stats.logHeadReads += 1;
+      try {
+        logHead = await retrying('read-tail', { stream: '$all' }, () => reader.readLogHead());
+      } catch (error) {
+        if (error instanceof SinkError) throw error; // closed, or retries exhausted: try again next call
+        logger.warn('kurrentdb sink: cannot read the log head ($all); each stream\'s tail is read on first touch instead (slower)', { error: error instanceof Error ? error.message : String(error) });
+        logHead = null;
+      }
+      return logHead;
+    })().catch((error: unknown) => {
+      logHeadRead = undefined;
+      throw error;
+    });
+    return logHeadRead;
+  }
+
+  async function readState(stream: string): Promise<StreamState> {
+    stats.tailReads += 1;
+    return retrying('read-tail', { stream }, async () => {
+      try {
+        const tail = await reader.readTail(stream);
+        if (tail.kind === 'not-found') return EMPTY_STREAM;
+        return { revision: tail.revision, receipt: receiptFromMetadata(tail.metadata), tail: { id: tail.id, type: tail.type, revision: tail.revision } };
+      } catch (error) {
+        if (errorType(error) === 'stream-deleted') throw deletedError(stream, error);
+        throw error;
+      }
+    });
+  }
+
+  /** In `read` mode: nearly every tail read finding nothing means the streams are new again. */
+  function noteRead(state: StreamState): void {
+    if (firstTouch !== 'read') return;
+    window.reads += 1;
+    if (state === EMPTY_STREAM) window.missing += 1;
+    if (window.reads < READ_WINDOW) return;
+    if (window.missing >= window.reads * NEW_STREAM_SHARE) {
+      firstTouch = 'optimistic';
+      logger.info('kurrentdb sink: first touches append optimistically again (the streams read lately were new)', { reads: window.reads, new: window.missing });
+    }
+    window = { reads: 0, missing: 0 };
+  }
+
+  async function readInto(streams: readonly string[], known: CallStates): Promise<void> {
+    if (streams.length === 0) return;
+    await Promise.all(
+      streams.map((stream) =>
+        limited(() => readState(stream)).then((state) => {
+          cache.set(stream, state);
+          mustRead.delete(stream);
+          known.set(stream, state);
+          noteRead(state);
+        }),
+      ),
+    );
+  }
+
+  return {
+    async resolve(streams, known) {
+      const toRead: string[] = [];
+      let optimistic: boolean | undefined;
+      for (const stream of streams) {
+        if (known.has(stream)) continue;
+        const cached = cache.get(stream);
+        if (cached) {
+          known.set(stream, cached);
+          continue;
+        }
+        if (firstTouch === 'optimistic' && !mustRead.has(stream)) {
+          optimistic ??= (await optimisticHead()) !== null;
+          if (optimistic) {
+            known.set(stream, ASSUMED_NEW);
+            continue;
+          }
+        }
+        toRead.push(stream);
+      }
+      await readInto(toRead, known);
+    },
+    async refresh(streams, known) {
+      const list = [...new Set(streams)];
+      for (const stream of list) cache.delete(stream);
+      await readInto(list, known);
+    },
+    learned(stream, state, known) {
+      cache.set(stream, state);
+      known?.set(stream, state);
+    },
+    drop(stream, known) {
+      cache.delete(stream);
+      known?.delete(stream);
+      mustRead.delete(stream);
+      mustRead.add(stream);
+      if (mustRead.size > options.maxCachedStreams) mustRead.delete(mustRead.values().next().value!);
+    },
+    cached: (stream) => cache.get(stream),
+    classify(position) {
+      if (position === undefined || position < 0n) return 'unknown';
+      const head = logHead;
+      const answer = typeof head !== 'bigint' ? 'unknown' : position > head ? 'fresh' : 'idempotent';
+      if (position > highestSeen) highestSeen = position;
+      return answer;
+    },
+    optimisticMissed(existing) {
+      if (existing <= 0) return;
+      window = { reads: 0, missing: 0 };
+      if (firstTouch === 'read') return;
+      firstTouch = 'read';
+      logger.info('kurrentdb sink: first touches read the stream\'s tail first (an optimistic append met existing streams)', { existing });
+    },
+    async unitIds(stream, unit) {
+      const events = await retrying('read-back', { stream }, async () => {
+        try {
+          return await reader.readBackWhile(stream, (event) => {
+            const receipt = receiptFromMetadata(event.metadata);
+            return receipt !== null && receiptsComparable(receipt, unit) && compareUnits(receipt, unit) === 0;
+          });
+        } catch (error) {
+          if (errorType(error) === 'stream-deleted') throw deletedError(stream, error);
+          throw error;
+        }
+      });
+      return new Set(events.map((event) => event.id));
+    },
+    warmUp() {
+      void optimisticHead().catch(() => undefined);
+    },
+    get size() {
+      return cache.size;
+    },
+    get firstTouch() {
+      return firstTouch;
+    },
+    clear() {
+      cache.clear();
+      mustRead.clear();
+    },
+  };
+}

@@ -1,0 +1,107 @@
+/**
+ * Reads what the sink needs to know of a stream: its last event (revision, id, type, metadata
+ * with the receipt), the events of one unit at its end, and the log's head.
+ *
+ * Reads go through the client's native bridge. A bridge whose first connection attempt failed
+ * keeps answering UNAVAILABLE after the server is back (seen with client 1.3.1), so after such an
+ * answer the next read uses a fresh client. Errors are the client's (the sink branches on their
+ * `type`); waiting out outages is the caller's (`retrying`).
+ */
+import { BACKWARDS, END, KurrentDBClient } from '@kurrent/kurrentdb-client';
+import { readerConnectionString } from './reader-connection.js';
+
+/** A stream's last event, or that it has none. */
+export type TailRead =
+  | { readonly kind: 'event'; readonly revision: bigint; readonly id: string; readonly type: string; readonly metadata: unknown }
+  | { readonly kind: 'not-found' };
+
+/** One event read back from a stream's end. */
+export interface ReadBackEvent {
+  readonly revision: bigint;
+  readonly id: string;
+  readonly metadata: unknown;
+}
+
+export interface TailReader {
+  readTail(stream: string): Promise<TailRead>;
+  /**
+   * The stream's events from its end backwards, as long as `keep` accepts them (the first one
+   * it refuses ends the read, and is not returned). `[]` when the stream does not exist.
+   */
+  readBackWhile(stream: string, keep: (event: ReadBackEvent) => boolean): Promise<ReadBackEvent[]>;
+  /** Commit position of the log's last record (`-1n` for an empty log). */
+  readLogHead(): Promise<bigint>;
+  close(): Promise<void>;
+}
+
+function errorType(error: unknown): string | undefined {
+  const type = (error as { type?: unknown } | null)?.type;
+  return typeof type === 'string' ? type : undefined;
+}
+
+export function createBridgeTailReader(connectionString: string): TailReader {
+  let reader = KurrentDBClient.connectionString(readerConnectionString(connectionString));
+  let suspect = false;
+
+  /** The reader for the next read: a fresh one when the last read saw the bridge unavailable. */
+  function current(): KurrentDBClient {
+    if (suspect) {
+      const previous = reader;
+      reader = KurrentDBClient.connectionString(readerConnectionString(connectionString));
+      suspect = false;
+      void previous.dispose().catch(() => undefined);
+    }
+    return reader;
+  }
+
+  async function guarded<T>(read: (client: KurrentDBClient) => Promise<T>): Promise<T> {
+    try {
+      return await read(current());
+    } catch (error) {
+      // Only the bridge's own UNAVAILABLE: a slow first read (it connects lazily) just times out.
+      if (errorType(error) === 'unavailable') suspect = true;
+      throw error;
+    }
+  }
+
+  return {
+    readTail: (stream) =>
+      guarded(async (client) => {
+        try {
+          for await (const resolved of client.readStream(stream, { direction: BACKWARDS, fromRevision: END, maxCount: 1 })) {
+            const event = resolved.event;
+            if (event) return { kind: 'event', revision: event.revision, id: event.id, type: event.type, metadata: event.metadata };
+          }
+          return { kind: 'not-found' };
+        } catch (error) {
+          if (errorType(error) === 'stream-not-found') return { kind: 'not-found' };
+          throw error;
+        }
+      }),
+    readBackWhile: (stream, keep) =>
+      guarded(async (client) => {
+        const out: ReadBackEvent[] = [];
+        try {
+          for await (const resolved of client.readStream(stream, { direction: BACKWARDS, fromRevision: END })) {
+            const event = resolved.event;
+            if (!event) continue;
+            const read = { revision: event.revision, id: event.id, metadata: event.metadata };
+            if (!keep(read)) break;
+            out.push(read);
+          }
+        } catch (error) {
+          if (errorType(error) !== 'stream-not-found') throw error;
+        }
+        return out;
+      }),
+    readLogHead: () =>
+      guarded(async (client) => {
+        for await (const resolved of client.readAll({ direction: BACKWARDS, fromPosition: END, maxCount: 1 })) {
+          const position = resolved.event?.position?.commit ?? resolved.commitPosition;
+          if (position !== undefined) return position;
+        }
+        return -1n;
+      }),
+    close: () => reader.dispose().catch(() => undefined),
+  };
+}
