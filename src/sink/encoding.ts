@@ -20,6 +20,8 @@ export interface PreparedEvent {
   readonly stream: string;
   readonly type: string;
   readonly receipt: Receipt;
+  /** The parts of the receipt (its unit is shared by the unit's events): what a stream's state keeps. */
+  readonly receiptParts: { readonly unit: ReceiptUnit; readonly ordinal: number; readonly count: number; readonly scope: ReceiptScope };
   /** `Event.SizeOnDisk` as the server counts it against MaxAppendSize (v1 appends). */
   readonly size: number;
   /** The record's size as a multi-stream append counts it (data + properties + schema name). */
@@ -98,6 +100,10 @@ class Prepared implements PreparedEvent {
 
   get receipt(): Receipt {
     return (this.#receipt ??= receiptAt(this.unitPart.unit, this.ordinal, this.count, this.scope));
+  }
+
+  get receiptParts(): { readonly unit: ReceiptUnit; readonly ordinal: number; readonly count: number; readonly scope: ReceiptScope } {
+    return { unit: this.unitPart.unit, ordinal: this.ordinal, count: this.count, scope: this.scope };
   }
 
   get metadata(): Readonly<Record<string, string>> {

@@ -23,13 +23,14 @@ import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protoco
 import { oversized } from './conflicts.js';
 import { errorMessage, errorType, type SinkContext, type SinkStats } from './context.js';
 import { SinkError } from './errors.js';
-import { createH2AppendTransport, isInsecureConnectionString } from './h2-append.js';
+import { createH2AppendTransport } from './h2-append.js';
+import { isInsecureConnectionString } from './h2-grpc.js';
 import { appendMultiStream } from './multi-stream.js';
 import { parseOptions, type KurrentDBSinkOptions, type SinkLogger } from './options.js';
 import { appendStreams, PER_STREAM_CONCURRENCY } from './per-stream.js';
 import { backoffDelay, isTransientError } from './retry.js';
 import { createStreamStates, type CallStates } from './stream-states.js';
-import { createBridgeTailReader } from './tail-reader.js';
+import { createTailReader } from './tail-reader.js';
 import type { AppendOutcome, KurrentDBSink, SinkBatch, SinkStatus } from './types.js';
 import { callOutcomes, prepareCall } from './units.js';
 import { appendEncoded, supportsEncodedAppend, type EncodedStreamAppend } from './v2-append.js';
@@ -87,13 +88,13 @@ async function serverSupportsMultiStreamAppend(client: KurrentDBClient): Promise
 export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promise<KurrentDBSink> {
   const config = parseOptions(options);
   const logger = options.logger ?? silentLogger;
-  // Appends go through grpc-js (`client`); reads go through the client's native bridge (tail-reader.ts).
+  // Appends go through `client` (grpc-js, or HTTP/2 requests on its channel); reads: tail-reader.ts.
   const client = KurrentDBClient.connectionString(config.connectionString);
   const encoded = supportsEncodedAppend(client);
   /** On plain-text connections the encoded requests go as one HTTP/2 write per call (h2-append.ts). */
   const h2 = encoded && isInsecureConnectionString(config.connectionString) ? createH2AppendTransport(client) : null;
   const appendTransport = h2 ? 'http2 (one write per call)' : encoded ? 'grpc-js (encoded records)' : 'grpc-js (client)';
-  const reader = createBridgeTailReader(config.connectionString);
+  const reader = createTailReader(config.connectionString, client);
   const closing = new AbortController();
   let closed = false;
   let queue: Promise<unknown> = Promise.resolve();

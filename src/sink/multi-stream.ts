@@ -83,13 +83,14 @@ async function appendChunks(ctx: SinkContext, input: CallInput, chunks: readonly
     const eventCount = chunk.reduce((n, plan) => n + plan.events.length, 0);
     if (!resend) await ctx.hooks.beforeAppend?.({ streams: chunk.map((plan) => plan.stream), events: eventCount, mode: 'multi-stream' });
     resend = false;
+    const head = ctx.states.head();
     try {
       const result = await ctx.retrying('multi-stream-append', { streams: chunk.map((plan) => plan.stream), events: eventCount }, () =>
         ctx.encoded
           ? ctx.sendEncoded(requests.map((r) => ({ streamName: r.streamName, expectedState: r.expectedState, records: r.events.map((event) => event.record) })))
           : ctx.client.multiStreamAppend(requests.map((r): AppendStreamRequest => ({ streamName: r.streamName, expectedState: r.expectedState, events: r.events.map((event) => event.eventData) }))),
       );
-      const answer = ctx.states.classify(result.position);
+      const answer = ctx.states.classify(result.position, head);
       const revisions = new Map(result.responses.map((response) => [response.streamName, response.revision]));
       for (const plan of chunk) {
         if (optimistic.has(plan.stream) && answer !== 'fresh') {
@@ -101,7 +102,7 @@ async function appendChunks(ctx: SinkContext, input: CallInput, chunks: readonly
         const revision = revisions.get(plan.stream);
         const last = plan.events[plan.events.length - 1]!;
         if (revision === undefined) ctx.states.drop(plan.stream, known);
-        else ctx.states.learned(plan.stream, { revision, receipt: last.receipt, tail: { id: last.id, type: last.type, revision } }, known);
+        else ctx.states.learned(plan.stream, revision, last, known);
         for (const event of plan.events) appended.add(event.id);
       }
       progressed = true;

@@ -74,6 +74,7 @@ async function appendParts(ctx: SinkContext, stream: string, parts: PreparedEven
     const expected = state.revision;
     if (!resend) await ctx.hooks.beforeAppend?.({ streams: [stream], events: part.length, mode: 'per-stream' });
     resend = false;
+    const head = ctx.states.head();
     try {
       const result = await ctx.retrying('append', { stream, events: part.length, expectedRevision: revisionText(expected) }, () =>
         ctx.client.appendToStream(
@@ -82,7 +83,7 @@ async function appendParts(ctx: SinkContext, stream: string, parts: PreparedEven
           { streamState: expected },
         ),
       );
-      const answer = ctx.states.classify(result.position?.commit);
+      const answer = ctx.states.classify(result.position?.commit, head);
       if (optimistic && answer !== 'fresh') {
         // The stream existed and began with these very events (or we cannot tell): nothing was
         // duplicated, but the stream may go on after them — learn its tail and re-plan.
@@ -92,7 +93,7 @@ async function appendParts(ctx: SinkContext, stream: string, parts: PreparedEven
         return { kind: 'replan', progressed: true, resend: false };
       }
       const last = part[part.length - 1]!;
-      ctx.states.learned(stream, { revision: result.nextExpectedRevision, receipt: last.receipt, tail: { id: last.id, type: last.type, revision: result.nextExpectedRevision } }, known);
+      ctx.states.learned(stream, result.nextExpectedRevision, last, known);
       for (const event of part) appended.add(event.id);
       progressed = true;
     } catch (error) {

@@ -434,6 +434,7 @@ export function createEventStore(options: EventStoreOptions) {
     headPosition: (): bigint => nextPosition,
     streamEvents: (streamName: string): ReadonlyArray<RecordedEvent> => streams.get(streamName)?.events ?? [],
     streamNames: (): string[] => [...streams.keys()],
+    recordCount: (): number => log.length,
     /** Called synchronously after every commit with the records written, in log order. */
     onCommit(listener: CommitListener): () => void {
       listeners.add(listener);
