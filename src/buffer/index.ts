@@ -5,15 +5,24 @@
  */
 import type { PgoutputMessage } from '../source/pgoutput/messages.js';
 import type { RelationRegistry } from '../source/relations.js';
-import type { Change, Lsn, MessageChange, SourcePosition, SourceTransaction } from '../source/types.js';
+import type { Change, ChangeSequence, Lsn, MessageChange, SourcePosition, SourceTransaction } from '../source/types.js';
 
 export interface CommittedTransaction extends Omit<SourceTransaction, 'changes'> {
   /** Number of changes (SchemaChange entries included). */
   readonly changeCount: number;
+  /** Transactional logical decoding messages among the changes (0: none to look for). */
+  readonly messageCount: number;
   /** True when (part of) the changes live in a spill file. */
   readonly spilled: boolean;
   /** The changes in order; read back from disk (streaming, bounded memory) when spilled. */
   changes(): AsyncIterable<Change>;
+  /**
+   * The changes in order as a sequence that can be iterated again and again, synchronously,
+   * without holding them: the array itself when in memory, else read back from the spill file
+   * a chunk at a time on each iteration. For mapping a large transaction in bounded memory.
+   * Valid until `release()`.
+   */
+  sequence(): ChangeSequence;
   /** Convenience for small transactions: all changes in one array. */
   toArray(): Promise<Change[]>;
   /** Removes spill files and drops the changes. Idempotent. */

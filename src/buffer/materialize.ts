@@ -1,9 +1,9 @@
-import type { Change, SourceTransaction } from '../source/types.js';
+import type { Change, ChangeSequence, SourceTransaction } from '../source/types.js';
 import type { CommittedTransaction } from './index.js';
 import { InMemoryTransaction } from './transaction-buffer.js';
 
-/** The mapper-facing transaction: `tx`'s header with `changes` in memory. */
-export function withChanges(tx: CommittedTransaction, changes: readonly Change[]): SourceTransaction {
+/** The mapper-facing transaction: `tx`'s header with its `changes` (in memory, or a sequence read from disk). */
+export function withChanges(tx: CommittedTransaction, changes: ChangeSequence): SourceTransaction {
   return {
     kind: 'transaction',
     xid: tx.xid,

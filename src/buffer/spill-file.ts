@@ -2,6 +2,7 @@
  * One transaction's spill file: append-only writes batched through a {@link RecordWriter},
  * streaming reads with bounded memory (one read chunk plus at most one partial record).
  */
+import { closeSync, openSync, readSync } from 'node:fs';
 import { open, rm, type FileHandle } from 'node:fs/promises';
 import { EventAssemblerError } from '../errors.js';
 import type { DeleteMessage, InsertMessage, UpdateMessage } from '../source/pgoutput/messages.js';
@@ -71,31 +72,46 @@ export class SpillFile {
 
   /** Reads the records back in order, skipping those of `skipXids`. */
   async *read(skipXids: ReadonlySet<number>): AsyncGenerator<Change> {
-    if (this.removed) throw new EventAssemblerError('BUFFER_TRANSACTION_RELEASED', `spill file ${this.path} was already released`, { path: this.path });
-    const reader = new RecordReader(this.relations);
+    const records = this.splitter(skipXids);
     const fh = await open(this.path, 'r');
     try {
       const chunk = Buffer.allocUnsafe(READ_CHUNK_BYTES);
-      let carry: Buffer | null = null;
       for (;;) {
         const { bytesRead } = await fh.read(chunk, 0, chunk.length, null);
         if (bytesRead === 0) break;
-        const data: Buffer = carry === null ? chunk.subarray(0, bytesRead) : Buffer.concat([carry, chunk.subarray(0, bytesRead)]);
-        let off = 0;
-        while (off + 4 <= data.length) {
-          const len = data.readUInt32LE(off);
-          if (off + 4 + len > data.length) break;
-          const { xid, change } = reader.read(data, off + 4, off + 4 + len);
-          off += 4 + len;
-          if (skipXids.size === 0 || !skipXids.has(xid)) yield change;
-        }
-        // Copy the partial record: `chunk` is overwritten by the next read.
-        carry = off < data.length ? Buffer.from(data.subarray(off)) : null;
+        yield* records.changes(chunk.subarray(0, bytesRead));
       }
-      if (carry !== null) throw new EventAssemblerError('BUFFER_SPILL_CORRUPT', `spill file ${this.path} ends inside a record (${carry.length} stray bytes)`, { path: this.path });
+      records.end();
     } finally {
       await fh.close();
     }
+  }
+
+  /**
+   * {@link read}, synchronously: for the mapping of a large transaction, which runs synchronously
+   * (a mapper is a plain function) and pulls changes as it goes. One chunk in memory at a time; a
+   * chunk of the local spill file is read in well under a millisecond. Any number of readers.
+   */
+  *readSync(skipXids: ReadonlySet<number>): Generator<Change> {
+    const records = this.splitter(skipXids);
+    const fd = openSync(this.path, 'r');
+    try {
+      const chunk = Buffer.allocUnsafe(READ_CHUNK_BYTES);
+      for (let position = 0; ; ) {
+        const bytesRead = readSync(fd, chunk, 0, chunk.length, position);
+        if (bytesRead === 0) break;
+        position += bytesRead;
+        yield* records.changes(chunk.subarray(0, bytesRead));
+      }
+      records.end();
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  private splitter(skipXids: ReadonlySet<number>): RecordSplitter {
+    if (this.removed) throw new EventAssemblerError('BUFFER_TRANSACTION_RELEASED', `spill file ${this.path} was already released`, { path: this.path });
+    return new RecordSplitter(new RecordReader(this.relations), skipXids, this.path);
   }
 
   /** Closes and deletes the file. Idempotent. */
@@ -106,5 +122,35 @@ export class SpillFile {
     this.handle = null;
     await handle?.close().catch(() => undefined);
     await rm(this.path, { force: true });
+  }
+}
+
+/** Cuts the file's bytes, chunk by chunk, into its records (a record may straddle two chunks). */
+class RecordSplitter {
+  private carry: Buffer | null = null;
+
+  constructor(
+    private readonly reader: RecordReader,
+    private readonly skipXids: ReadonlySet<number>,
+    private readonly path: string,
+  ) {}
+
+  /** The changes of the records that end in `chunk` (which the caller may overwrite afterwards). */
+  *changes(chunk: Buffer): Generator<Change> {
+    const data: Buffer = this.carry === null ? chunk : Buffer.concat([this.carry, chunk]);
+    let off = 0;
+    while (off + 4 <= data.length) {
+      const len = data.readUInt32LE(off);
+      if (off + 4 + len > data.length) break;
+      const { xid, change } = this.reader.read(data, off + 4, off + 4 + len);
+      off += 4 + len;
+      if (this.skipXids.size === 0 || !this.skipXids.has(xid)) yield change;
+    }
+    // Copy the partial record: `chunk` is overwritten by the next read.
+    this.carry = off < data.length ? Buffer.from(data.subarray(off)) : null;
+  }
+
+  end(): void {
+    if (this.carry !== null) throw new EventAssemblerError('BUFFER_SPILL_CORRUPT', `spill file ${this.path} ends inside a record (${this.carry.length} stray bytes)`, { path: this.path });
   }
 }

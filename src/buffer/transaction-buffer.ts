@@ -68,6 +68,8 @@ interface OpenTransaction {
   /** Estimated bytes of the in-memory changes. */
   bytes: number;
   count: number;
+  /** Transactional logical messages added (an aborted subtransaction's are not taken back: an upper bound). */
+  messages: number;
   /** Per subxid (streamed only): change count and in-memory bytes. */
   readonly perXid: Map<number, { count: number; bytes: number }>;
   /** Aborted subxids whose records are still in the spill file. */
@@ -93,7 +95,7 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
   let closed = false;
 
   function open(xid: number, isStreamed: boolean): OpenTransaction {
-    return { xid, streamed: isStreamed, origin: null, changes: [], subXids: [], bytes: 0, count: 0, perXid: new Map(), aborted: new Set(), spill: null };
+    return { xid, streamed: isStreamed, origin: null, changes: [], subXids: [], bytes: 0, count: 0, messages: 0, perXid: new Map(), aborted: new Set(), spill: null };
   }
 
   function allOpen(): OpenTransaction[] {
@@ -203,6 +205,7 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
       origin: txn.origin,
       position: options.makePosition(commitLsn, txn.xid),
       changeCount: txn.count,
+      messageCount: txn.messages,
     };
   }
 
@@ -227,6 +230,7 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
       ...base,
       spilled: true,
       changes: () => file.read(skip),
+      sequence: () => ({ length: base.changeCount, [Symbol.iterator]: () => file.readSync(skip) }),
       async toArray() {
         const out: Change[] = [];
         for await (const c of file.read(skip)) out.push(c);
@@ -301,6 +305,7 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
       case 'message': {
         if (!message.transactional) return { kind: 'message', message: messageChange(message), walStart };
         const { txn, subXid } = mustTarget(message.xid, 'message');
+        txn.messages += 1;
         await add(txn, subXid, messageChange(message), OTHER_CHANGE_BYTES + message.content.length + message.prefix.length);
         return null;
       }
@@ -425,10 +430,11 @@ export class InMemoryTransaction implements CommittedTransaction {
   readonly origin: string | null;
   readonly position: SourcePosition;
   readonly changeCount: number;
+  readonly messageCount: number;
   #changes: Change[] | null;
 
   constructor(
-    base: { xid: number; commitLsn: Lsn; endLsn: Lsn; commitTime: string; origin: string | null; position: SourcePosition; changeCount: number },
+    base: { xid: number; commitLsn: Lsn; endLsn: Lsn; commitTime: string; origin: string | null; position: SourcePosition; changeCount: number; messageCount: number },
     changes: Change[],
   ) {
     this.xid = base.xid;
@@ -438,6 +444,7 @@ export class InMemoryTransaction implements CommittedTransaction {
     this.origin = base.origin;
     this.position = base.position;
     this.changeCount = base.changeCount;
+    this.messageCount = base.messageCount;
     this.#changes = changes;
   }
 
@@ -452,6 +459,11 @@ export class InMemoryTransaction implements CommittedTransaction {
       if (list === null) throw released!;
       yield* list;
     })();
+  }
+
+  sequence(): readonly Change[] {
+    if (this.#changes === null) throw this.#released();
+    return this.#changes;
   }
 
   toArray(): Promise<Change[]> {

@@ -1,4 +1,4 @@
-import type { QualifiedTable, ReadChange, Row, RowChange, SourceUnit } from '../source/types.js';
+import type { Change, QualifiedTable, ReadChange, Row, RowChange, SourceUnit } from '../source/types.js';
 import type { TableAllowlist } from './define-mapper.js';
 
 /**
@@ -78,18 +78,49 @@ export function declaredChanges(unit: SourceUnit, tables: Readonly<Record<Qualif
   }
   const changes: DeclaredChange[] = [];
   let truncated: Set<string> | null = null;
-  const all = unit.changes;
-  for (let index = 0; index < all.length; index++) {
-    const change = all[index]!;
+  let index = -1;
+  for (const change of unit.changes) {
+    index += 1;
     if (change.op === 'truncate') {
       for (const table of change.tables) if (tables[table]) (truncated ??= new Set()).add(table);
       continue;
     }
-    if (change.op !== 'insert' && change.op !== 'update' && change.op !== 'delete') continue;
-    const allow = tables[change.table];
-    if (allow) changes.push({ op: change.op, table: change.table, index, change, allow });
+    const declared = declaredChange(change, index, tables);
+    if (declared) changes.push(declared);
   }
   return { changes, truncated: truncated ? [...truncated].sort() : [] };
+}
+
+/** The change as declared, when it is a row change of a declared table. */
+export function declaredChange(change: Change, index: number, tables: Readonly<Record<QualifiedTable, TableAllowlist>>): DeclaredChange | null {
+  if (change.op !== 'insert' && change.op !== 'update' && change.op !== 'delete') return null;
+  const allow = tables[change.table];
+  return allow ? { op: change.op, table: change.table, index, change, allow } : null;
+}
+
+/**
+ * {@link declaredChanges} one at a time, holding none: for a large transaction read from disk
+ * (its `changes` iterated afresh). Truncates are left out (see {@link truncatedTables}).
+ */
+export function* eachDeclared(unit: SourceUnit, tables: Readonly<Record<QualifiedTable, TableAllowlist>>): Generator<DeclaredChange> {
+  if (unit.kind === 'snapshot') {
+    yield* declaredChanges(unit, tables).changes;
+    return;
+  }
+  let index = -1;
+  for (const change of unit.changes) {
+    index += 1;
+    const declared = declaredChange(change, index, tables);
+    if (declared) yield declared;
+  }
+}
+
+/** Declared tables truncated in the unit, sorted (one pass, holding nothing else). */
+export function truncatedTables(unit: SourceUnit, tables: Readonly<Record<QualifiedTable, TableAllowlist>>): readonly QualifiedTable[] {
+  if (unit.kind === 'snapshot') return [];
+  const truncated = new Set<string>();
+  for (const change of unit.changes) if (change.op === 'truncate') for (const table of change.tables) if (tables[table]) truncated.add(table);
+  return [...truncated].sort();
 }
 
 /** One declared change through the allowlist: only declared columns, frozen. */

@@ -81,8 +81,12 @@ export interface MapperDefinition<C = Record<string, unknown>, DB = Record<strin
   /** The source tables this mapper reads (`'public.invoice'`) and the columns it may see. */
   // NoInfer: without an explicit DB, rows are plain `Row`s rather than types guessed from the allowlist.
   readonly tables: TableDeclarations<NoInfer<DB>>;
-  /** One complete source transaction (or snapshot record) in, zero or more events out. Must be pure. */
-  readonly map: (tx: Transaction<DB>) => readonly EventFor<C>[];
+  /**
+   * One complete source transaction (or snapshot record) in, zero or more events out: an array,
+   * or any iterable — a generator (`*map(tx) { for (const change of tx.each()) yield … }`) hands
+   * events over as it makes them, so a bulk transaction is mapped in bounded memory. Must be pure.
+   */
+  readonly map: (tx: Transaction<DB>) => readonly EventFor<C>[] | Iterable<EventFor<C>>;
   /**
    * What to do when `map` throws or returns an invalid event. Default `'halt'`: stop the line
    * with a `MapperError`. `'park'`: write a `MapperFailed` failed record and go on.
@@ -100,7 +104,7 @@ export interface TableAllowlist {
 export interface Mapper<C = Record<string, unknown>, DB = Record<string, Row>> {
   readonly name: string;
   readonly tables: Readonly<Record<QualifiedTable, TableAllowlist>>;
-  readonly map: (tx: Transaction<DB>) => readonly EventFor<C>[];
+  readonly map: (tx: Transaction<DB>) => readonly EventFor<C>[] | Iterable<EventFor<C>>;
   readonly onError: OnError;
 }
 

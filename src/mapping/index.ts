@@ -20,6 +20,7 @@ export {
 // isUnchangedToast / UNCHANGED_TOAST come from source/types.ts (already public via the root index).
 export {
   createTransactionView,
+  createStreamingView,
   type ChangeTransaction,
   type ChangeView,
   type DeleteView,
@@ -31,6 +32,7 @@ export {
   type UpdateView,
 } from './transaction-view.js';
 export { mapUnit, correlationId, checkMappedEvents, STANDARD_METADATA_KEYS, RESERVED_METADATA_PREFIXES, type EventToAppend, type MapContext, type MapResult } from './map-unit.js';
+export { planLargeUnit, LARGE_UNIT_STEP, type LargeUnitPlan } from './map-large-unit.js';
 export {
   contractViolationRecord,
   failedRecordsStream,

@@ -94,7 +94,7 @@ function distinctSorted(visible: readonly { readonly table: string; readonly op:
 }
 
 /** Metadata describing the unit as one mapper saw it (shared by its events and its failed records). */
-function sourceMetadata(unit: SourceUnit, visible: readonly { readonly table: string; readonly op: string }[], context: MapContext, mapper: string): Record<string, string> {
+export function sourceMetadata(unit: SourceUnit, visible: readonly { readonly table: string; readonly op: string }[], context: MapContext, mapper: string): Record<string, string> {
   const metadata: Record<string, string> = {};
   if (unit.kind === 'transaction') {
     metadata['source.checkpoint'] = unit.position.checkpoint;
@@ -114,7 +114,22 @@ function sourceMetadata(unit: SourceUnit, visible: readonly { readonly table: st
   return metadata;
 }
 
-function diagnose(unit: SourceUnit, visible: readonly VisibleChange[], context: MapContext, mapper: string, error: unknown): FailureDiagnosis {
+/** What a failure diagnosis shows of the unit: its tables, and the first keys of the changes the mapper saw. */
+export interface DiagnosisScope {
+  /** Tables of the changes the mapper saw, sorted. */
+  readonly tables: readonly string[];
+  /** The changes the mapper saw (at least the first `DIAGNOSIS_MAX_KEYS` of them). */
+  readonly visible: readonly VisibleChange[];
+  /** How many changes the mapper saw in all. */
+  readonly total: number;
+}
+
+function scopeOf(visible: readonly VisibleChange[]): DiagnosisScope {
+  return { tables: [...new Set(visible.map((c) => c.table))].sort(), visible, total: visible.length };
+}
+
+export function diagnose(unit: SourceUnit, scope: DiagnosisScope, context: MapContext, mapper: string, error: unknown): FailureDiagnosis {
+  const { keys } = diagnosisKeys(scope.visible);
   return {
     assembler: context.assembler,
     mapper,
@@ -124,8 +139,9 @@ function diagnose(unit: SourceUnit, visible: readonly VisibleChange[], context: 
         ? { checkpoint: unit.position.checkpoint, commitLsn: unit.commitLsn, xid: unit.xid, commitTime: unit.commitTime }
         : null,
     snapshotGeneration: unit.kind === 'snapshot' ? unit.snapshotGeneration : null,
-    tables: [...new Set(visible.map((c) => c.table))].sort(),
-    ...diagnosisKeys(visible),
+    tables: [...scope.tables],
+    keys,
+    keysOmitted: Math.max(0, scope.total - keys.length),
     cause: describeCause(error),
   };
 }
@@ -161,49 +177,116 @@ function checkJsonValue(value: unknown, path: string): void {
   }
 }
 
-interface CheckedEvent {
+export interface CheckedEvent {
   readonly event: MappedEvent;
   readonly entity: { readonly type: string; readonly id: string };
 }
 
+/** One event of a mapper's output, checked; throws MapperOutputError naming the offending field. */
+export function checkMappedEvent(event: unknown, i: number): CheckedEvent {
+  const at = `events[${i}]`;
+  if (event === null || typeof event !== 'object') throw new MapperOutputError(`${at} is not an object`);
+  const e = event as Record<string, unknown>;
+  if (typeof e.stream !== 'string' || e.stream === '') throw new MapperOutputError(`${at}.stream must be a non-empty string`);
+  if (typeof e.type !== 'string' || e.type === '') throw new MapperOutputError(`${at}.type must be a non-empty string`);
+  if (typeof e.version !== 'number' || !Number.isSafeInteger(e.version) || e.version < 1) {
+    throw new MapperOutputError(`${at}.version must be a positive integer, got ${String(e.version)}`);
+  }
+  if (e.data === null || typeof e.data !== 'object' || Array.isArray(e.data)) throw new MapperOutputError(`${at}.data must be an object`);
+  checkJsonValue(e.data, `${at}.data`);
+  if (e.metadata !== undefined) {
+    if (e.metadata === null || typeof e.metadata !== 'object' || Array.isArray(e.metadata)) throw new MapperOutputError(`${at}.metadata must be an object`);
+    for (const [k, v] of Object.entries(e.metadata)) {
+      if (typeof v !== 'string') throw new MapperOutputError(`${at}.metadata["${k}"] must be a string (event metadata is flat strings)`);
+      if (RESERVED_PREFIXES.some((p) => k.startsWith(p))) {
+        throw new MapperOutputError(`${at}.metadata["${k}"]: keys starting with ${RESERVED_PREFIXES.map((p) => `"${p}"`).join(' or ')} are reserved (KurrentDB's and the sink's)`);
+      }
+    }
+  }
+  let entity: { type: string; id: string };
+  if (e.entity !== undefined) {
+    const ent = e.entity as Record<string, unknown> | null;
+    if (!ent || typeof ent.type !== 'string' || typeof ent.id !== 'string' || ent.type === '' || ent.id === '') {
+      throw new MapperOutputError(`${at}.entity must be { type, id } with non-empty strings`);
+    }
+    entity = { type: ent.type, id: ent.id };
+  } else {
+    const dash = e.stream.indexOf('-');
+    if (dash <= 0 || dash === e.stream.length - 1) {
+      throw new MapperOutputError(`${at}.stream "${e.stream}" is not of the form <entityType>-<entityId>; name it so or set entity: { type, id }`);
+    }
+    entity = { type: e.stream.slice(0, dash), id: e.stream.slice(dash + 1) };
+  }
+  return { event: e as unknown as MappedEvent, entity };
+}
+
+/** A mapper's output as an iterable of events (an array, a generator, any iterable but a string). */
+export function mapperOutput(output: unknown): Iterable<unknown> {
+  if (Array.isArray(output)) return output;
+  if (output !== null && typeof output === 'object' && typeof (output as Iterable<unknown>)[Symbol.iterator] === 'function') return output as Iterable<unknown>;
+  throw new MapperOutputError(`map must return an array or an iterable of events (return [] for none), got ${output === null ? 'null' : typeof output}`);
+}
+
 /** Validates a mapper's output; throws MapperOutputError naming the offending field. */
 export function checkMappedEvents(output: unknown): CheckedEvent[] {
-  if (!Array.isArray(output)) throw new MapperOutputError(`map must return an array of events (return [] for none), got ${output === null ? 'null' : typeof output}`);
-  return output.map((event: unknown, i): CheckedEvent => {
-    const at = `events[${i}]`;
-    if (event === null || typeof event !== 'object') throw new MapperOutputError(`${at} is not an object`);
-    const e = event as Record<string, unknown>;
-    if (typeof e.stream !== 'string' || e.stream === '') throw new MapperOutputError(`${at}.stream must be a non-empty string`);
-    if (typeof e.type !== 'string' || e.type === '') throw new MapperOutputError(`${at}.type must be a non-empty string`);
-    if (typeof e.version !== 'number' || !Number.isSafeInteger(e.version) || e.version < 1) {
-      throw new MapperOutputError(`${at}.version must be a positive integer, got ${String(e.version)}`);
-    }
-    if (e.data === null || typeof e.data !== 'object' || Array.isArray(e.data)) throw new MapperOutputError(`${at}.data must be an object`);
-    checkJsonValue(e.data, `${at}.data`);
-    if (e.metadata !== undefined) {
-      if (e.metadata === null || typeof e.metadata !== 'object' || Array.isArray(e.metadata)) throw new MapperOutputError(`${at}.metadata must be an object`);
-      for (const [k, v] of Object.entries(e.metadata)) {
-        if (typeof v !== 'string') throw new MapperOutputError(`${at}.metadata["${k}"] must be a string (event metadata is flat strings)`);
-        if (RESERVED_PREFIXES.some((p) => k.startsWith(p))) {
-          throw new MapperOutputError(`${at}.metadata["${k}"]: keys starting with ${RESERVED_PREFIXES.map((p) => `"${p}"`).join(' or ')} are reserved (KurrentDB's and the sink's)`);
-        }
-      }
-    }
-    let entity: { type: string; id: string };
-    if (e.entity !== undefined) {
-      const ent = e.entity as Record<string, unknown> | null;
-      if (!ent || typeof ent.type !== 'string' || typeof ent.id !== 'string' || ent.type === '' || ent.id === '') {
-        throw new MapperOutputError(`${at}.entity must be { type, id } with non-empty strings`);
-      }
-      entity = { type: ent.type, id: ent.id };
-    } else {
-      const dash = e.stream.indexOf('-');
-      if (dash <= 0 || dash === e.stream.length - 1) {
-        throw new MapperOutputError(`${at}.stream "${e.stream}" is not of the form <entityType>-<entityId>; name it so or set entity: { type, id }`);
-      }
-      entity = { type: e.stream.slice(0, dash), id: e.stream.slice(dash + 1) };
-    }
-    return { event: e as unknown as MappedEvent, entity };
+  const events = mapperOutput(output);
+  if (Array.isArray(events)) return events.map(checkMappedEvent);
+  const checked: CheckedEvent[] = [];
+  for (const event of events) checked.push(checkMappedEvent(event, checked.length));
+  return checked;
+}
+
+/**
+ * The event to append for a mapper's checked event: deterministic id (from the unit, the mapper
+ * and the event's `ordinal` among the mapper's events), standard metadata (`source` holds the
+ * unit's part, shared by the mapper's events), `transaction.index` / `transaction.count` across
+ * all mappers.
+ */
+export function eventToAppend(unit: SourceUnit, context: MapContext, mapper: string, source: Readonly<Record<string, string>>, checked: CheckedEvent, ordinal: number, index: number, count: number): EventToAppend {
+  const { event, entity } = checked;
+  const own = event.metadata;
+  let metadata: Record<string, string>;
+  if (unit.kind === 'transaction' && (!own || hasNoKeys(own))) {
+    // The common case, as one literal: the same keys in the same order as the general case
+    // below (metadata JSON is stored in that order), with a shape V8 creates and walks fast.
+    metadata = {
+      'source.checkpoint': source['source.checkpoint']!,
+      'source.commitLsn': source['source.commitLsn']!,
+      'source.xid': source['source.xid']!,
+      'source.commitTime': source['source.commitTime']!,
+      origin: source['origin']!,
+      'source.tables': source['source.tables']!,
+      'source.operations': source['source.operations']!,
+      $correlationId: source['$correlationId']!,
+      mapper: source['mapper']!,
+      assembler: source['assembler']!,
+      'entity.type': entity.type,
+      'entity.id': entity.id,
+      contract: `${event.type}@${event.version}`,
+      'transaction.index': String(index),
+      'transaction.count': String(count),
+    };
+  } else {
+    metadata = {};
+    if (own) for (const k in own) if (!STANDARD.has(k)) metadata[k] = own[k]!;
+    for (const k in source) metadata[k] = source[k]!;
+    metadata['entity.type'] = entity.type;
+    metadata['entity.id'] = entity.id;
+    metadata['contract'] = `${event.type}@${event.version}`;
+    metadata['transaction.index'] = String(index);
+    metadata['transaction.count'] = String(count);
+  }
+  const id =
+    unit.kind === 'transaction'
+      ? changeEventId({ assembler: context.assembler, sourceIdentity: context.sourceIdentity, commitLsn: unit.commitLsn, xid: unit.xid, mapper, ordinal })
+      : snapshotEventId({ assembler: context.assembler, snapshotGeneration: unit.snapshotGeneration, table: unit.table, key: unit.change.key, mapper, ordinal });
+  return Object.freeze({
+    id,
+    stream: event.stream,
+    type: event.type,
+    version: event.version,
+    data: event.data as Readonly<Record<string, unknown>>,
+    metadata: Object.freeze(metadata),
   });
 }
 
@@ -218,18 +301,7 @@ export function checkMappedEvents(output: unknown): CheckedEvent[] {
  * other mappers' events go on (the count then covers the events actually produced).
  */
 export function mapUnit(mappers: readonly AnyMapper[], unit: SourceUnit, context: MapContext): MapResult {
-  if (!context || typeof context.assembler !== 'string' || context.assembler === '') {
-    throw new MapperConfigError('(context)', 'assembler', 'must be a non-empty string');
-  }
-  if (typeof context.sourceIdentity !== 'string' || context.sourceIdentity === '') {
-    throw new MapperConfigError('(context)', 'sourceIdentity', 'must be a non-empty string');
-  }
-  const names = new Set<string>();
-  for (const mapper of mappers) {
-    if (names.has(mapper.name)) throw new MapperConfigError(mapper.name, 'name', 'two mappers share this name; names must be unique (they are part of event ids)');
-    names.add(mapper.name);
-  }
-
+  checkMapContext(mappers, context);
   const produced: { mapper: string; declared: readonly DeclaredChange[]; checked: CheckedEvent[] }[] = [];
   const failed: FailedRecord[] = [];
   for (const mapper of mappers) {
@@ -241,7 +313,7 @@ export function mapUnit(mappers: readonly AnyMapper[], unit: SourceUnit, context
     try {
       checked = checkMappedEvents(mapper.map(tx));
     } catch (error) {
-      const diagnosis = diagnose(unit, view.visible, context, mapper.name, error);
+      const diagnosis = diagnose(unit, scopeOf(view.visible), context, mapper.name, error);
       if (mapper.onError === 'halt') throw new MapperError(diagnosis, { cause: error });
       failed.push(mapperFailedRecord(unit, view.visible, context, mapper.name, diagnosis));
       continue;
@@ -253,61 +325,30 @@ export function mapUnit(mappers: readonly AnyMapper[], unit: SourceUnit, context
   const events: EventToAppend[] = [];
   for (const { mapper, declared, checked } of produced) {
     const source = sourceMetadata(unit, declared, context, mapper);
-    checked.forEach(({ event, entity }, ordinal) => {
-      const own = event.metadata;
-      let metadata: Record<string, string>;
-      if (unit.kind === 'transaction' && (!own || hasNoKeys(own))) {
-        // The common case, as one literal: the same keys in the same order as the general case
-        // below (metadata JSON is stored in that order), with a shape V8 creates and walks fast.
-        metadata = {
-          'source.checkpoint': source['source.checkpoint']!,
-          'source.commitLsn': source['source.commitLsn']!,
-          'source.xid': source['source.xid']!,
-          'source.commitTime': source['source.commitTime']!,
-          origin: source['origin']!,
-          'source.tables': source['source.tables']!,
-          'source.operations': source['source.operations']!,
-          $correlationId: source['$correlationId']!,
-          mapper: source['mapper']!,
-          assembler: source['assembler']!,
-          'entity.type': entity.type,
-          'entity.id': entity.id,
-          contract: `${event.type}@${event.version}`,
-          'transaction.index': String(events.length),
-          'transaction.count': String(count),
-        };
-      } else {
-        metadata = {};
-        if (own) for (const k in own) if (!STANDARD.has(k)) metadata[k] = own[k]!;
-        for (const k in source) metadata[k] = source[k]!;
-        metadata['entity.type'] = entity.type;
-        metadata['entity.id'] = entity.id;
-        metadata['contract'] = `${event.type}@${event.version}`;
-        metadata['transaction.index'] = String(events.length);
-        metadata['transaction.count'] = String(count);
-      }
-      const id =
-        unit.kind === 'transaction'
-          ? changeEventId({ assembler: context.assembler, sourceIdentity: context.sourceIdentity, commitLsn: unit.commitLsn, xid: unit.xid, mapper, ordinal })
-          : snapshotEventId({ assembler: context.assembler, snapshotGeneration: unit.snapshotGeneration, table: unit.table, key: unit.change.key, mapper, ordinal });
-      events.push(
-        Object.freeze({
-          id,
-          stream: event.stream,
-          type: event.type,
-          version: event.version,
-          data: event.data as Readonly<Record<string, unknown>>,
-          metadata: Object.freeze(metadata),
-        }),
-      );
-    });
+    for (let ordinal = 0; ordinal < checked.length; ordinal++) events.push(eventToAppend(unit, context, mapper, source, checked[ordinal]!, ordinal, events.length, count));
   }
   return { events, failed };
 }
 
-function mapperFailedRecord(
+/** Checks what every mapping needs: the context's names, and mapper names unique (they are part of event ids). */
+export function checkMapContext(mappers: readonly AnyMapper[], context: MapContext): void {
+  if (!context || typeof context.assembler !== 'string' || context.assembler === '') {
+    throw new MapperConfigError('(context)', 'assembler', 'must be a non-empty string');
+  }
+  if (typeof context.sourceIdentity !== 'string' || context.sourceIdentity === '') {
+    throw new MapperConfigError('(context)', 'sourceIdentity', 'must be a non-empty string');
+  }
+  const names = new Set<string>();
+  for (const mapper of mappers) {
+    if (names.has(mapper.name)) throw new MapperConfigError(mapper.name, 'name', 'two mappers share this name; names must be unique (they are part of event ids)');
+    names.add(mapper.name);
+  }
+}
+
+/** The MapperFailed record of a parked mapper; `visible`: the tables and operations it saw (any list of them). */
+export function mapperFailedRecord(
   unit: SourceUnit,
-  visible: readonly VisibleChange[],
+  visible: readonly { readonly table: string; readonly op: string }[],
   context: MapContext,
   mapper: string,
   diagnosis: FailureDiagnosis,

@@ -39,7 +39,10 @@ type Outcome = { readonly ok: true; readonly value: unknown } | { readonly ok: f
 function run(mapper: AnyMapper, unit: SourceUnit): Outcome {
   const { tx } = createTransactionView(deepFreeze(deepCopy(unit)), mapper.tables);
   try {
-    return { ok: true, value: mapper.map(tx) };
+    const output: unknown = mapper.map(tx);
+    // A generator's events are made while it is iterated: compare what it yields.
+    const value = !Array.isArray(output) && output !== null && typeof output === 'object' && Symbol.iterator in output ? [...(output as Iterable<unknown>)] : output;
+    return { ok: true, value };
   } catch (error) {
     return { ok: false, error };
   }

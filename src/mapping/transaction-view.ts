@@ -1,5 +1,5 @@
 import { isUnchangedToast, type QualifiedTable, type Row, type SourcePosition, type SourceUnit } from '../source/types.js';
-import { declaredChanges, visibleChange, type DeclaredChange, type DeclaredUnit, type VisibleChange } from './allowlist.js';
+import { declaredChanges, eachDeclared, truncatedTables, visibleChange, type DeclaredChange, type DeclaredUnit, type VisibleChange } from './allowlist.js';
 import type { ColumnOf, RowOf, TableAllowlist } from './define-mapper.js';
 import { MapperUsageError } from './mapper-error.js';
 import { valuesEqual } from './values.js';
@@ -73,6 +73,13 @@ interface TransactionBase<DB> {
   readonly tables: readonly QualifiedTable[];
   /** Row changes in transaction order, of one table or of all declared tables. */
   changes<T extends Tables<DB>>(table?: T): readonly ChangeView<RowOf<DB, T>>[];
+  /**
+   * The same changes as {@link changes}, one at a time, none of them held: iterate it in a
+   * generator mapper (`*map(tx) { for (const change of tx.each('public.orders')) yield … }`)
+   * and a bulk transaction of any size is mapped in bounded memory — the arrays the other
+   * accessors return hold every change they list (see docs/bulk-transactions.md).
+   */
+  each<T extends Tables<DB>>(table?: T): Iterable<ChangeView<RowOf<DB, T>>>;
   inserts<T extends Tables<DB>>(table: T): readonly InsertView<RowOf<DB, T>>[];
   updates<T extends Tables<DB>>(table: T): readonly UpdateView<RowOf<DB, T>>[];
   deletes<T extends Tables<DB>>(table: T): readonly DeleteView<RowOf<DB, T>>[];
@@ -210,31 +217,31 @@ const EMPTY: readonly never[] = Object.freeze([]);
 
 /**
  * The transaction a mapper receives (see `Transaction`): methods on the prototype, lists built on
- * demand, and each change through the allowlist only when the mapper first looks at it.
+ * demand, and each change through the allowlist only when the mapper first looks at it. The
+ * declared changes are given (a transaction in memory) or listed on first need (a large one,
+ * read from disk); `each()` of a large one lists nothing.
  */
 class TransactionViewImpl {
-  readonly tables: readonly QualifiedTable[];
   readonly isSnapshot: boolean;
   readonly snapshotGeneration: string | null;
   readonly commitTime: string | null;
   readonly position: SourcePosition | null;
   readonly xid: number | null;
   readonly commitLsn: string | null;
-  readonly #changes: readonly DeclaredChange[];
+  readonly #unit: SourceUnit;
+  #changes: readonly DeclaredChange[] | undefined;
   /** Views made so far, by position in `#changes`. */
-  readonly #made: (ChangeView | undefined)[];
+  #made: (ChangeView | undefined)[] | undefined;
   #all: readonly ChangeView[] | undefined;
+  #tables: readonly QualifiedTable[] | undefined;
   readonly #declared: Readonly<Record<QualifiedTable, TableAllowlist>>;
-  readonly #truncated: readonly QualifiedTable[];
+  #truncated: readonly QualifiedTable[] | undefined;
 
-  constructor(unit: SourceUnit, changes: readonly DeclaredChange[], declared: Readonly<Record<QualifiedTable, TableAllowlist>>, truncated: readonly QualifiedTable[]) {
-    const names: QualifiedTable[] = [];
-    for (const c of changes) if (!names.includes(c.table)) names.push(c.table);
-    this.tables = Object.freeze(names);
-    this.#changes = changes;
-    this.#made = new Array<ChangeView | undefined>(changes.length);
-    this.#declared = declared;
-    this.#truncated = truncated;
+  constructor(unit: SourceUnit, declared: DeclaredUnit | null, tables: Readonly<Record<QualifiedTable, TableAllowlist>>) {
+    this.#unit = unit;
+    this.#changes = declared?.changes;
+    this.#truncated = declared?.truncated;
+    this.#declared = tables;
     if (unit.kind === 'snapshot') {
       this.isSnapshot = true;
       this.snapshotGeneration = unit.snapshotGeneration;
@@ -253,14 +260,30 @@ class TransactionViewImpl {
     Object.freeze(this);
   }
 
+  /** Tables with visible changes, in first-seen order. */
+  get tables(): readonly QualifiedTable[] {
+    if (this.#tables) return this.#tables;
+    const names: QualifiedTable[] = [];
+    for (const c of this.#changes ?? eachDeclared(this.#unit, this.#declared)) if (!names.includes(c.table)) names.push(c.table);
+    return (this.#tables = Object.freeze(names));
+  }
+
+  #list(): readonly DeclaredChange[] {
+    if (this.#changes) return this.#changes;
+    const declared = declaredChanges(this.#unit, this.#declared);
+    this.#truncated = declared.truncated;
+    return (this.#changes = declared.changes);
+  }
+
   #view(i: number): ChangeView {
-    return (this.#made[i] ??= new ChangeViewImpl(visibleChange(this.#changes[i]!)) as unknown as ChangeView);
+    const made = (this.#made ??= new Array<ChangeView | undefined>(this.#list().length));
+    return (made[i] ??= new ChangeViewImpl(visibleChange(this.#changes![i]!)) as unknown as ChangeView);
   }
 
   /** Views of the changes that pass `test` (on table and operation only), in order. */
   #where(test: (change: DeclaredChange) => boolean): ChangeView[] {
     const out: ChangeView[] = [];
-    const changes = this.#changes;
+    const changes = this.#list();
     for (let i = 0; i < changes.length; i++) if (test(changes[i]!)) out.push(this.#view(i));
     return out;
   }
@@ -280,6 +303,24 @@ class TransactionViewImpl {
     if (table === undefined) return (this.#all ??= Object.freeze(this.#where(() => true)));
     this.#assertDeclared(table);
     return Object.freeze(this.#where((c) => c.table === table));
+  }
+
+  each(table?: string): Iterable<ChangeView> {
+    if (table !== undefined) this.#assertDeclared(table);
+    const listed = this.#changes;
+    if (listed) {
+      // Listed already (a transaction in memory): the views it made are reused.
+      return (function* (view: (i: number) => ChangeView) {
+        for (let i = 0; i < listed.length; i++) if (table === undefined || listed[i]!.table === table) yield view(i);
+      })((i) => this.#view(i));
+    }
+    const unit = this.#unit;
+    const declared = this.#declared;
+    return {
+      *[Symbol.iterator]() {
+        for (const c of eachDeclared(unit, declared)) if (table === undefined || c.table === table) yield new ChangeViewImpl(visibleChange(c)) as unknown as ChangeView;
+      },
+    };
   }
 
   inserts(table: string): readonly ChangeView[] {
@@ -323,7 +364,7 @@ class TransactionViewImpl {
   }
 
   truncated(table: string): boolean {
-    return this.#truncated.includes(table);
+    return (this.#truncated ??= truncatedTables(this.#unit, this.#declared)).includes(table);
   }
 }
 
@@ -338,7 +379,16 @@ export function createTransactionView<DB = Record<string, Row>>(
   tables: Readonly<Record<QualifiedTable, TableAllowlist>>,
 ): { readonly tx: Transaction<DB>; readonly isEmpty: boolean; readonly declared: readonly DeclaredChange[]; readonly visible: readonly VisibleChange[] } {
   const declared = declaredChanges(unit, tables);
-  return new CreatedView<DB>(new TransactionViewImpl(unit, declared.changes, tables, declared.truncated) as unknown as Transaction<DB>, declared);
+  return new CreatedView<DB>(new TransactionViewImpl(unit, declared, tables) as unknown as Transaction<DB>, declared);
+}
+
+/**
+ * The view of a large transaction (its `changes` a sequence read from disk): nothing is listed
+ * until the mapper asks for a list; `tx.each()` streams. The caller has checked that the mapper
+ * declares something in the unit.
+ */
+export function createStreamingView<DB = Record<string, Row>>(unit: SourceUnit, tables: Readonly<Record<QualifiedTable, TableAllowlist>>): Transaction<DB> {
+  return new TransactionViewImpl(unit, null, tables) as unknown as Transaction<DB>;
 }
 
 /** What `createTransactionView` returns (a class: one per mapper and transaction, `visible` made only when asked). */

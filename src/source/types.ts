@@ -151,6 +151,14 @@ export interface ReadChange {
 export type RowChange = InsertChange | UpdateChange | DeleteChange;
 export type Change = RowChange | TruncateChange | MessageChange | SchemaChange;
 
+/**
+ * A transaction's changes in order, iterable as often as needed: an array, or (a large
+ * transaction) read back from disk on each iteration, never held whole.
+ */
+export interface ChangeSequence extends Iterable<Change> {
+  readonly length: number;
+}
+
 /** One complete, committed source transaction, in commit order. */
 export interface SourceTransaction {
   readonly kind: 'transaction';
@@ -163,7 +171,8 @@ export interface SourceTransaction {
   readonly commitTime: string;
   readonly origin: string | null;
   readonly position: SourcePosition;
-  readonly changes: readonly Change[];
+  /** The changes in order: an array, or for a large transaction a sequence read from disk on each iteration. */
+  readonly changes: ChangeSequence;
 }
 
 /** One snapshot row handed to mappers like a transaction of its own. */

@@ -50,9 +50,9 @@ const unit = transaction(
 
 describe('mapUnit: events and metadata', () => {
   it('an event without metadata of its own gets the standard keys in the same order as one with (own keys first)', () => {
-    const withOwn = defineMapper({ ...lines, name: 'with-own', map: (tx) => lines.map(tx).map((e) => ({ ...e, metadata: { note: 'x' } })) });
+    const withOwn = defineMapper({ ...lines, name: 'with-own', map: (tx) => [...lines.map(tx)].map((e) => ({ ...e, metadata: { note: 'x' } })) });
     const without = defineMapper({ ...lines, name: 'without' });
-    const emptyOwn = defineMapper({ ...lines, name: 'empty-own', map: (tx) => lines.map(tx).map((e) => ({ ...e, metadata: {} })) });
+    const emptyOwn = defineMapper({ ...lines, name: 'empty-own', map: (tx) => [...lines.map(tx)].map((e) => ({ ...e, metadata: {} })) });
     const { events } = mapUnit([withOwn, without, emptyOwn], unit, context);
     const keysOf = (mapper: string) => events.filter((e) => e.metadata['mapper'] === mapper).map((e) => Object.keys(e.metadata));
     const expected = keysOf('with-own').map((keys) => keys.filter((k) => k !== 'note'));
