@@ -110,6 +110,13 @@ export interface LimitsConfig {
   readonly maxBatchTransactions?: number;
   /** The most events one append call carries (a single larger transaction still goes alone). Default: 2048. */
   readonly maxBatchEvents?: number;
+  /**
+   * Streams whose revision and last receipt the sink keeps in memory (least recently used
+   * forgotten), about 0.4 KB each: the default 100,000 ≈ 40 MB. A stream not in it costs one tail
+   * read (or one failed optimistic append) when next appended to — beyond it the line is as
+   * correct, only slower. Default: 100000.
+   */
+  readonly maxCachedStreams?: number;
 }
 
 export interface AssemblerConfig {
@@ -166,6 +173,7 @@ export interface ResolvedConfig {
     readonly maxConcurrentAppends: number;
     readonly maxBatchTransactions: number;
     readonly maxBatchEvents: number;
+    readonly maxCachedStreams: number;
   };
   /** Masks the configuration's secrets in texts, log fields and errors. */
   readonly redactor: Redactor;
@@ -248,9 +256,10 @@ const configSchema = z
         maxConcurrentAppends: positiveInt.max(64).default(4),
         maxBatchTransactions: positiveInt.max(100_000).default(512),
         maxBatchEvents: positiveInt.max(1_000_000).default(2048),
+        maxCachedStreams: positiveInt.default(100_000),
       })
       .strict()
-      .default({ maxInFlightTransactions: 1000, maxInFlightBytes: 64 * MiB, memoryLimitBytes: 64 * MiB, maxConcurrentAppends: 4, maxBatchTransactions: 512, maxBatchEvents: 2048 }),
+      .default({ maxInFlightTransactions: 1000, maxInFlightBytes: 64 * MiB, memoryLimitBytes: 64 * MiB, maxConcurrentAppends: 4, maxBatchTransactions: 512, maxBatchEvents: 2048, maxCachedStreams: 100_000 }),
   })
   .strict();
 

@@ -14,10 +14,10 @@ import { BACKWARDS, END, KurrentDBClient } from '@kurrent/kurrentdb-client';
 import pg from 'pg';
 import { readChanges, readChangesNow, withChanges, type CommittedTransaction } from '../buffer/index.js';
 import { parseConfig, type AssemblerConfig, type ResolvedConfig } from '../config/schema.js';
-import { loadContractRegistry, type ContractRegistry } from '../contracts/index.js';
+import { loadContractRegistry } from '../contracts/index.js';
 import { EventAssemblerError } from '../errors.js';
-import { canonicalKey, contractViolationRecord, mapUnit, uuidv5, EVENT_ASSEMBLER_NAMESPACE, type EventToAppend, type FailedRecord } from '../mapping/index.js';
-import { CHECKPOINT_EVENT_TYPE, checkpointStreamName, createKurrentDBSink, type AppendOutcome, type KurrentDBSink, type Sink, type SinkEvent, type SinkMode, type SinkPosition, type SinkStatus, readerConnectionString } from '../sink/index.js';
+import { canonicalKey, mapUnit, planLargeUnit, uuidv5, EVENT_ASSEMBLER_NAMESPACE, type EventToAppend, type FailedRecord, type MapResult } from '../mapping/index.js';
+import { CHECKPOINT_EVENT_TYPE, checkpointStreamName, createKurrentDBSink, SLICED_UNIT_EVENTS, type AppendOutcome, type KurrentDBSink, type Sink, type SinkEvent, type SinkMode, type SinkPosition, type SinkStatus, readerConnectionString } from '../sink/index.js';
 import { createPostgresSource, type PostgresSource, type SourceStatus } from '../source/index.js';
 import { compareLsn, lsnDistance, makeSourcePosition } from '../source/position.js';
 import {
@@ -25,11 +25,13 @@ import {
   readInitialSnapshot, requireKey, SNAPSHOT_REQUEST_PREFIX, unservableReason, updateTable,
   type IncrementalSnapshot, type SnapshotDecision, type SnapshotProgress, type SnapshotRequest,
 } from '../source/snapshot/index.js';
-import type { Change, Lsn, SnapshotRecord, SourceTransaction, SourceUnit } from '../source/types.js';
+import type { Change, ChangeSequence, Lsn, MessageChange, SnapshotRecord, SourceTransaction, SourceUnit } from '../source/types.js';
 import { createCheckpointCoordinator } from './checkpoint-coordinator.js';
-import { ContractViolationHaltError, RebuildNeededError } from './errors.js';
+import { createContractCheck, type ContractCheck } from './contract-check.js';
+import { RebuildNeededError } from './errors.js';
 import { createAppender, type Appender } from './appender.js';
 import { createLogger, type Logger } from './logger.js';
+import { appendInSlices, isLargeTransaction, slicedOrder, type SliceDeps } from './slices.js';
 import { createKurrentDBSnapshotStore, HANDLED_REQUESTS_KEPT, snapshotProgressStreamName, type PinnedPosition, type PipelineSnapshotStore, type SnapshotRequestState } from './snapshot-store.js';
 
 export interface AssemblerDeps {
@@ -97,6 +99,11 @@ export interface AssemblerStatus {
     readonly skipped: number;
     /** Received and not yet durable. */
     readonly inFlight: number;
+    /**
+     * Units of more than SLICED_UNIT_EVENTS events (bulk transactions) queued in slices: each
+     * slice lands atomically, the unit not (consumers: `transaction.index` / `transaction.count`).
+     */
+    readonly sliced: number;
   };
   readonly events: {
     /** Events written by this run. */
@@ -214,7 +221,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   const startedAt = Date.now();
 
   const coordinator = createCheckpointCoordinator<TxPayload>();
-  const counts = { received: 0, appended: 0, skipped: 0, parkedTx: 0, eventsAppended: 0, replaySkipped: 0, mapperFailures: 0, contractViolations: 0 };
+  const counts = { received: 0, appended: 0, skipped: 0, parkedTx: 0, sliced: 0, eventsAppended: 0, replaySkipped: 0, mapperFailures: 0, contractViolations: 0 };
   const byType: Record<string, number> = {};
   let lagLast: number | null = null;
   let lagSum = 0;
@@ -385,35 +392,15 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
 
   // ---- units -------------------------------------------------------------------------------
 
-  let registry: ContractRegistry | null = null;
+  let checkContract: ContractCheck | null = null;
 
   function validateEvents(events: readonly EventToAppend[], unit: SourceUnit): { ok: EventToAppend[]; parked: FailedRecord[] } {
     const ok: EventToAppend[] = [];
     const parked: FailedRecord[] = [];
     for (const event of events) {
-      let violations: readonly { path: string; message: string }[] | null = null;
-      try {
-        const result = registry!.validate(event.type, event.version, event.data);
-        if (!result.ok) violations = result.violations;
-      } catch (error) {
-        violations = [{ path: '', message: `no usable contract ${event.type}@${event.version} in ${config.contracts.dir}: ${error instanceof Error ? error.message : String(error)}` }];
-      }
-      if (!violations) {
-        ok.push(event);
-        continue;
-      }
-      if (config.failurePolicy.contractViolation === 'halt') {
-        throw new ContractViolationHaltError({
-          assembler: config.name,
-          position: unit.kind === 'transaction' ? { checkpoint: unit.position.checkpoint, commitLsn: unit.commitLsn, xid: unit.xid } : null,
-          eventId: event.id,
-          stream: event.stream,
-          contract: `${event.type}@${event.version}`,
-          mapper: event.metadata['mapper'] ?? null,
-          violations: violations.map((v) => ({ path: v.path, message: v.message })),
-        });
-      }
-      parked.push(contractViolationRecord(event, violations, { assembler: config.name }));
+      const record = checkContract!(event, unit);
+      if (record) parked.push(record);
+      else ok.push(event);
     }
     return { ok, parked };
   }
@@ -433,20 +420,16 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   const NO_RECORDS: readonly FailedRecord[] = Object.freeze([]);
 
   function handleUnit(unit: SourceUnit, position: SinkPosition, sourceIdentity: string): Queued | null | Promise<Queued | null> {
-    const mapped = mapUnit(config.mappers, unit, { assembler: config.name, sourceIdentity });
+    return queueMapped(unit, position, mapUnit(config.mappers, unit, { assembler: config.name, sourceIdentity }));
+  }
+
+  /** A unit's mapped events validated and queued: whole, or in slices when it has more than SLICED_UNIT_EVENTS. */
+  function queueMapped(unit: SourceUnit, position: SinkPosition, mapped: MapResult): Queued | null | Promise<Queued | null> {
+    const total = mapped.events.length + mapped.failed.length;
+    if (total > SLICED_UNIT_EVENTS) return queueSliced(unit, position, total, mapped.failed, mapped.events);
     const { ok, parked } = validateEvents(mapped.events, unit);
     const failed = mapped.failed.length === 0 && parked.length === 0 ? NO_RECORDS : [...mapped.failed, ...parked];
-    for (const record of failed) {
-      log.warn('record parked', {
-        type: record.type,
-        stream: record.stream,
-        id: record.id,
-        mapper: record.metadata['mapper'] ?? null,
-        commitLsn: record.metadata['source.commitLsn'] ?? null,
-        xid: record.metadata['source.xid'] ?? null,
-        ...(record.type === 'ContractViolation' ? { contract: record.metadata['contract'] ?? null } : {}),
-      });
-    }
+    for (const record of failed) logParked(record);
     counts.mapperFailures += mapped.failed.length;
     counts.contractViolations += parked.length;
     const events: SinkEvent[] = failed.length === 0 ? ok : [...ok, ...failed];
@@ -468,6 +451,74 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     return queue();
   }
 
+  function logParked(record: SinkEvent): void {
+    log.warn('record parked', {
+      type: record.type,
+      stream: record.stream,
+      id: record.id,
+      mapper: record.metadata['mapper'] ?? null,
+      commitLsn: record.metadata['source.commitLsn'] ?? null,
+      xid: record.metadata['source.xid'] ?? null,
+      ...(record.type === 'ContractViolation' ? { contract: record.metadata['contract'] ?? null } : {}),
+    });
+  }
+
+  /** A unit of more than SLICED_UNIT_EVENTS events, queued in slices (slices.ts) in bounded memory. */
+  async function queueSliced(unit: SourceUnit, position: SinkPosition, total: number, failed: readonly FailedRecord[], events: Iterable<EventToAppend>): Promise<Queued> {
+    if (stopRequested && fatal) throw fatal;
+    counts.mapperFailures += failed.length;
+    counts.sliced += 1;
+    const check = (event: EventToAppend): SinkEvent | null => {
+      const record = checkContract!(event, unit);
+      if (record) counts.contractViolations += 1;
+      return record;
+    };
+    const sliced = await appendInSlices(sliceDeps, position, total, slicedOrder(failed, events, check), mode);
+    return {
+      durable: sliced.durable.then((outcome) => {
+        if (sliced.parked > 0) counts.parkedTx += 1;
+        return outcome;
+      }),
+    };
+  }
+
+  const sliceDeps: SliceDeps = {
+    get appender() {
+      return appender!;
+    },
+    log,
+    stopping: () => stopRequested,
+    onDurable(outcome, types) {
+      counts.eventsAppended += outcome.appended;
+      counts.replaySkipped += outcome.skipped;
+      for (const [type, n] of types) byType[type] = (byType[type] ?? 0) + n;
+    },
+    logParked,
+  };
+
+  /** Never settles: a unit whose appending a stop interrupted is never acknowledged (the slot re-sends it). */
+  const INTERRUPTED: Queued = { durable: new Promise<AppendOutcome>(() => undefined) };
+
+  /**
+   * A large transaction (spilled, or more than LARGE_TRANSACTION_CHANGES changes), mapped from its
+   * change sequence in two runs (mapping/map-large-unit.ts) and queued — whole when it makes
+   * at most SLICED_UNIT_EVENTS events, else in slices. Yields to I/O while the counting run goes.
+   */
+  async function mapLarge(unit: SourceTransaction, position: SinkPosition, sourceIdentity: string): Promise<Queued | null> {
+    const planning = planLargeUnit(config.mappers, unit, { assembler: config.name, sourceIdentity });
+    let step = planning.next();
+    while (!step.done) {
+      await new Promise((resolve) => setImmediate(resolve));
+      if (stopRequested) return INTERRUPTED;
+      step = planning.next();
+    }
+    const plan = step.value;
+    const total = plan.events + plan.failed.length;
+    if (total === 0) return null;
+    if (total <= SLICED_UNIT_EVENTS) return queueMapped(unit, position, { events: [...plan.produce()], failed: plan.failed });
+    return queueSliced(unit, position, total, plan.failed, plan.produce());
+  }
+
   /**
    * One committed transaction: its changes mapped and queued for appending, and its end LSN
    * registered with the checkpoint coordinator. Synchronous when its changes are in memory and
@@ -476,13 +527,26 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   function handleTransaction(tx: CommittedTransaction, materialized?: Change[]): Promise<void> | undefined {
     const changes = materialized ?? readChangesNow(tx);
     if (changes === null) return readChanges(tx).then((read) => handleTransaction(tx, read));
+    return registerAndQueue(tx, withChanges(tx, changes), handleUnit);
+  }
+
+  /** A large transaction (slices.ts `isLargeTransaction`): mapped from its change sequence, which must stay readable until this resolves. */
+  async function handleLargeTransaction(tx: CommittedTransaction, sequence: ChangeSequence): Promise<void> {
+    await registerAndQueue(tx, withChanges(tx, sequence), mapLarge);
+  }
+
+  /** Registers the transaction with the checkpoint coordinator and queues its unit; synchronous when queueing is. */
+  function registerAndQueue(
+    tx: CommittedTransaction,
+    unit: SourceTransaction,
+    queueUnit: (unit: SourceTransaction, position: SinkPosition, sourceIdentity: string) => Queued | null | Promise<Queued | null>,
+  ): Promise<void> | undefined {
     counts.received += 1;
-    const unit = withChanges(tx, changes);
     const payload: TxPayload = { tx: null, commitLsn: tx.commitLsn, xid: tx.xid, checkpoint: tx.position.checkpoint, systemId: tx.position.systemId };
     const seq = coordinator.received(tx.endLsn, payload);
     let queued: Queued | null | Promise<Queued | null>;
     try {
-      queued = handleUnit(unit, { kind: 'transaction', checkpoint: tx.position.checkpoint, commitLsn: tx.commitLsn, xid: tx.xid, systemId: tx.position.systemId }, tx.position.systemId);
+      queued = queueUnit(unit, { kind: 'transaction', checkpoint: tx.position.checkpoint, commitLsn: tx.commitLsn, xid: tx.xid, systemId: tx.position.systemId }, tx.position.systemId);
     } catch (error) {
       coordinator.fail(seq);
       throw error;
@@ -828,7 +892,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   function handleTaken(tx: CommittedTransaction): Promise<void> | undefined {
     const inc = incremental;
     if (inc && snapshotSystemId) return handleWithWindow(tx, inc, snapshotSystemId);
-    if (tx.spilled) return handleTransaction(tx);
+    if (isLargeTransaction(tx)) return handleLarge(tx);
     // Small transactions are in memory anyway: look for ad hoc snapshot requests (their own tiny
     // transactions, see source/snapshot/request.ts) before handing the changes on.
     const changes = readChangesNow(tx);
@@ -839,6 +903,18 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   function handleChanges(tx: CommittedTransaction, changes: Change[]): Promise<void> | undefined {
     if (hasSnapshotRequest(changes)) return takeSnapshotRequests(tx, changes).then(() => handleTransaction(tx, changes));
     return handleTransaction(tx, changes);
+  }
+
+  /** A large transaction: its spill file (if any) is released once all of it is queued. */
+  async function handleLarge(tx: CommittedTransaction): Promise<void> {
+    try {
+      const sequence = tx.sequence();
+      // Requests come in tiny transactions of their own; a large one is read for them only when it holds messages.
+      if (tx.messageCount > 0) await takeSnapshotRequests(tx, sequence);
+      await handleLargeTransaction(tx, sequence);
+    } finally {
+      await tx.release();
+    }
   }
 
   function hasSnapshotRequest(changes: readonly Change[]): boolean {
@@ -852,9 +928,10 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
    * (started, queued or refused) — before the transaction is handed on, so before it can be
    * acknowledged.
    */
-  async function takeSnapshotRequests(tx: CommittedTransaction, changes: readonly Change[]): Promise<void> {
-    for (const change of changes) {
-      if (change.op !== 'message' || change.prefix !== SNAPSHOT_REQUEST_PREFIX) continue;
+  async function takeSnapshotRequests(tx: CommittedTransaction, changes: Iterable<Change>): Promise<void> {
+    const messages: MessageChange[] = [];
+    for (const change of changes) if (change.op === 'message' && change.prefix === SNAPSHOT_REQUEST_PREFIX) messages.push(change);
+    for (const change of messages) {
       const request = decodeSnapshotRequest(change.content);
       if (!request) {
         log.warn('snapshot: ignoring a malformed snapshot request message', { lsn: change.lsn, commitLsn: tx.commitLsn });
@@ -886,18 +963,23 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
 
   /** While an incremental snapshot runs, every transaction passes its watermark window. */
   async function handleWithWindow(tx: CommittedTransaction, inc: IncrementalSnapshot, systemId: string): Promise<void> {
-    const changes = await readChanges(tx);
-    await takeSnapshotRequests(tx, changes);
-    const outputs = inc.window.accept({ xid: tx.xid }, changes);
-    let records: SnapshotRecord[] = [];
-    for (const output of outputs) {
-      if (output.kind === 'transaction') await handleTransaction(tx, changes);
-      else if (output.kind === 'snapshot') records.push(output.record);
-      else {
-        await deliverSnapshotRecords(records, tx.commitLsn, systemId, inc.progress());
-        records = [];
-        await inc.chunkDurable(output.chunk);
+    const large = isLargeTransaction(tx);
+    try {
+      const changes: ChangeSequence = large ? tx.sequence() : await readChanges(tx);
+      if (!large || tx.messageCount > 0) await takeSnapshotRequests(tx, changes);
+      const outputs = inc.window.accept({ xid: tx.xid }, changes);
+      let records: SnapshotRecord[] = [];
+      for (const output of outputs) {
+        if (output.kind === 'transaction') await (large ? handleLargeTransaction(tx, changes) : handleTransaction(tx, changes as Change[]));
+        else if (output.kind === 'snapshot') records.push(output.record);
+        else {
+          await deliverSnapshotRecords(records, tx.commitLsn, systemId, inc.progress());
+          records = [];
+          await inc.chunkDurable(output.chunk);
+        }
       }
+    } finally {
+      if (large) await tx.release();
     }
   }
 
@@ -924,13 +1006,15 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     let idleTimer: ReturnType<typeof setInterval> | null = null;
     let reason: RunSummary['reason'] = 'stopped';
     try {
-      registry = await loadContractRegistry(config.contracts.dir);
+      const registry = await loadContractRegistry(config.contracts.dir);
+      checkContract = createContractCheck(registry, config);
       const sinkOptions = {
         connectionString: config.destination.connectionString,
         assembler: config.name,
         mode: config.destination.mode,
         logger: log,
         checkpointStream: false as const,
+        maxCachedStreams: config.limits.maxCachedStreams,
         ...(config.destination.maxAppendSize !== undefined ? { maxAppendSize: config.destination.maxAppendSize } : {}),
         ...(config.destination.timeoutMs !== undefined ? { timeoutMs: config.destination.timeoutMs } : {}),
         ...(config.destination.retry !== undefined ? { retry: config.destination.retry } : {}),
@@ -1192,7 +1276,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         mode,
         concurrentAppends: config.limits.maxConcurrentAppends,
         batching: batchingStatus(),
-        transactions: { received: counts.received, appended: counts.appended, skipped: counts.skipped, inFlight: coordinator.pending },
+        transactions: { received: counts.received, appended: counts.appended, skipped: counts.skipped, inFlight: coordinator.pending, sliced: counts.sliced },
         events: { appended: counts.eventsAppended, replaySkipped: counts.replaySkipped, byType: { ...byType } },
         parked: { mapperFailures: counts.mapperFailures, contractViolations: counts.contractViolations },
         lag: {
