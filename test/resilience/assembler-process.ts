@@ -17,12 +17,16 @@ export interface AssemblerProcess {
   kill(signal: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Spawns the CLI; stdout and stderr are appended to `logFile` (never piped: a dead reader must not block it). */
-export function startAssemblerProcess(configFile: string, logFile: string, env: NodeJS.ProcessEnv = {}): AssemblerProcess {
+/**
+ * Spawns the CLI; stdout and stderr are appended to `logFile` (never piped: a dead reader must not
+ * block it). `command`: what runs before `run --config …` (default: `bin/event-assembler.js`, as a
+ * user runs it; a benchmark may run a build).
+ */
+export function startAssemblerProcess(configFile: string, logFile: string, env: NodeJS.ProcessEnv = {}, command: readonly string[] = [BIN]): AssemblerProcess {
   const fd = openSync(logFile, 'a');
   let child: ChildProcess;
   try {
-    child = spawn(process.execPath, [BIN, 'run', '--config', configFile], {
+    child = spawn(process.execPath, [...command, 'run', '--config', configFile], {
       cwd: REPO_ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', fd, fd],

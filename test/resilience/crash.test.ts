@@ -18,7 +18,12 @@
 //   incremental reader sets).
 // - mid-append: while appends are in flight (they land after the process died);
 // - unacknowledged: between a durable append and the slot's acknowledgement (chosen when the
-//   destination holds a commit the slot has not confirmed).
+//   destination holds a commit the slot has not confirmed);
+// - mid-bulk (one of the streaming kills): a bulk transaction — EA_CRASH_BULK new customers
+//   (default 6,000) registered by one INSERT … SELECT, appended in slices of 1,000 (two per call;
+//   docs/bulk-transactions.md) — killed once some of its events are in KurrentDB, with an append
+//   of it in flight and more of it not yet sent (aimed within its first third); the restart must
+//   finish it exactly once.
 //
 // At the end it drains, stops on SIGTERM, and the verifier compares the destination with a
 // reference: every expected event exactly once, in source order per stream, nothing extra.
@@ -78,6 +83,8 @@ const KILLS = Number(process.env.EA_CRASH_KILLS ?? 10);
 const SNAPSHOT_KILLS = Math.max(0, Math.min(3, KILLS, Number(process.env.EA_CRASH_SNAPSHOT_KILLS ?? Math.min(3, Math.ceil(KILLS / 4)))));
 const SEED = Number(process.env.EA_CRASH_SEED ?? Date.now() % 2_147_483_647);
 const RATE = Number(process.env.EA_CRASH_RATE ?? 200) || 'unlimited';
+/** Customers registered by the one bulk transaction (a mid-bulk kill), more than SLICED_UNIT_EVENTS so it is sliced. */
+const BULK_CUSTOMERS = Number(process.env.EA_CRASH_BULK ?? 6_000);
 /** Customers written before the assembler's first start (with their invoices, lines, payments): the initial snapshot's rows. */
 const SEED_CUSTOMERS = Math.max(200, Math.round(TRANSACTIONS / 4));
 /** New customers per second registered while the snapshot is unfinished (the only writes then; see the header). */
@@ -94,7 +101,7 @@ const PUBLICATION = 'crash_pub';
 const PROGRESS_STREAM = `event-assembler.snapshot-${ASSEMBLER}`;
 const GENERATION = '1';
 
-type KillKind = 'mid-snapshot' | 'mid-append' | 'unacknowledged';
+type KillKind = 'mid-snapshot' | 'mid-append' | 'unacknowledged' | 'mid-bulk';
 /** Where a mid-snapshot kill aims (see the header). */
 type SnapshotPoint = 'initial-invoices' | 'resumed-invoices' | 'resumed-after-invoices';
 
@@ -142,7 +149,7 @@ interface KillPlan {
   readonly snapshotPoints: SnapshotPoint[];
   /** Fractions: of the invoices for the two invoice points, of the invoice_line + payment rows for the last. */
   readonly snapshotFractions: Record<SnapshotPoint, number>;
-  readonly kinds: ('mid-append' | 'unacknowledged')[];
+  readonly kinds: ('mid-append' | 'unacknowledged' | 'mid-bulk')[];
   /** Destination events (beyond what the snapshot phase left) at which the streaming kills are aimed. */
   readonly targets: number[];
 }
@@ -152,9 +159,11 @@ function planKills(count: number, snapshotKills: number, random: () => number): 
     [[], ['initial-invoices'], ['initial-invoices', 'resumed-after-invoices'], ['initial-invoices', 'resumed-invoices', 'resumed-after-invoices']] as SnapshotPoint[][]
   )[snapshotKills]!;
   const snapshotFractions = { 'initial-invoices': 0.1 + random() * 0.3, 'resumed-invoices': 0.55 + random() * 0.25, 'resumed-after-invoices': 0.15 + random() * 0.6 };
-  // The rest: half of each kind (at least one of each when there are two), shuffled; targets spread over the run.
+  // The rest: half of each kind (at least one of each when there are two), one mid-append made a
+  // mid-bulk when there are three or more, shuffled; targets spread over the run.
   const streaming = count - snapshotKills;
-  const kinds = Array.from({ length: streaming }, (_, i) => (i % 2 === 0 ? 'mid-append' : 'unacknowledged') as 'mid-append' | 'unacknowledged');
+  const kinds = Array.from({ length: streaming }, (_, i) => (i % 2 === 0 ? 'mid-append' : 'unacknowledged') as KillPlan['kinds'][number]);
+  if (streaming >= 3) kinds[2] = 'mid-bulk';
   for (let i = kinds.length - 1; i > 0; i--) {
     const j = Math.floor(random() * (i + 1));
     [kinds[i], kinds[j]] = [kinds[j]!, kinds[i]!];
@@ -459,6 +468,50 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
         );
       };
 
+      /** Bulk customers in the destination (one event each). */
+      const bulkEvents = () => kurrent.streamNames().filter((stream) => stream.startsWith('customer-bulk_cus_')).length;
+      let bulkCustomers = 0;
+      /**
+       * The mid-bulk kill: one transaction registers BULK_CUSTOMERS customers; the process dies
+       * while some but not all of them are in KurrentDB, with an append of them in flight.
+       */
+      const bulkKill = async (n: number, target: number): Promise<KillRecord> => {
+        kurrent.setAppendLatency(IN_FLIGHT_LATENCY_MS);
+        await db.query(
+          `INSERT INTO customer (id, name, email, card_number, country)
+           SELECT 'bulk_cus_' || lpad(g::text, 6, '0'), 'Bulk Customer ' || g, 'bulk.' || g || '@example.com', NULL, 'SE' FROM generate_series(1, $1::int) g`,
+          [BULK_CUSTOMERS],
+        );
+        bulkCustomers = BULK_CUSTOMERS;
+        // Within the first third: a call carries two slices (2,000 events), so the kill then finds one
+        // call landed, the next in flight and the rest not sent.
+        const aim = Math.max(1, Math.floor(BULK_CUSTOMERS * (0.02 + random() * 0.28)));
+        await waitFor(`${aim} of the bulk transaction's ${BULK_CUSTOMERS} events to land (kill ${n})`, async () => (await alive(), bulkEvents() >= aim), { timeoutMs: STALL_MS, intervalMs: 10 });
+        await waitFor(
+          'an append of the bulk transaction held by the server',
+          async () => (await alive(), kurrent.pendingStreams().some((stream) => stream.startsWith('customer-bulk_cus_'))),
+          { timeoutMs: 60_000, intervalMs: 2 },
+        );
+        const bulkAtKill = bulkEvents();
+        const eventsAtKill = progress().events;
+        await child!.kill('SIGKILL');
+        const landed = await waitFor(
+          'in-flight appends to land after the kill',
+          () => (progress().events > eventsAtKill ? progress().events - eventsAtKill : false),
+          { timeoutMs: 3 * IN_FLIGHT_LATENCY_MS + 200, intervalMs: 10 },
+        ).catch(() => 0);
+        kurrent.setAppendLatency(0);
+        const confirmed = await confirmedFlush();
+        const dest = progress();
+        const bulkAfter = bulkEvents();
+        console.log(`crash test: mid-bulk kill ${n}: ${bulkAtKill} of ${BULK_CUSTOMERS} bulk events at the kill (aimed at ${aim}), ${bulkAfter} once in-flight appends landed`);
+        return {
+          n, kind: 'mid-bulk', target, eventsAtKill, landedAfterKill: landed,
+          confirmedFlushLsn: formatLsn(confirmed), destinationCommitLsn: formatLsn(dest.maxCommitLsn),
+          durableUnacknowledged: unacknowledgedEvents(confirmed), hit: bulkAtKill > 0 && bulkAfter < BULK_CUSTOMERS,
+        };
+      };
+
       let live: { stop(): Promise<number> } | null = null;
       cleanups.push(async () => void (await live?.stop()));
       try {
@@ -590,7 +643,9 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
           await waitForEvents(target, `waiting for the destination to hold ${target} events (kill ${n})`);
 
           let record: KillRecord;
-          if (kind === 'mid-append') {
+          if (kind === 'mid-bulk') {
+            record = await bulkKill(n, target);
+          } else if (kind === 'mid-append') {
             await killWindow(() => progress().events);
             const eventsAtKill = progress().events;
             await child!.kill('SIGKILL');
@@ -635,7 +690,7 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
         kicker = null;
         const counts = await running;
         const changeEvents = expectedEventCount(counts) - seeded;
-        const expected = importedTotal + liveCustomers + kickCustomers + changeEvents;
+        const expected = importedTotal + liveCustomers + kickCustomers + changeEvents + bulkCustomers;
         await waitForEvents(expected, `waiting for the destination to hold all ${expected} events`);
         const last = progress().maxCommitLsn;
         await waitFor('the slot to confirm the last commit', async () => (await alive(), (await confirmedFlush()) > last), { timeoutMs: 60_000, intervalMs: 50 });
@@ -671,7 +726,7 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
           ].join('\n'),
         );
 
-        expect(report.referenceTransactions).toBe(TRANSACTIONS + liveCustomers + kickCustomers);
+        expect(report.referenceTransactions).toBe(TRANSACTIONS + liveCustomers + kickCustomers + (bulkCustomers > 0 ? 1 : 0));
         expect(report.ok, formatDestinationReport(report, { maxListed: 10 })).toBe(true);
         expect(report.expectedEvents).toBe(expected);
         expect(report.byType['InvoiceImported']).toEqual({ expected: importedTotal, actual: importedTotal });
@@ -688,6 +743,10 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
         expect(decisions.slice(1 + snapshotKills.length).every((d) => d.action === 'stream'), JSON.stringify(decisions)).toBe(true);
         // Every kind of streaming kill must actually have hit its window at least once.
         if (plan.kinds.includes('mid-append')) expect(kills.some((k) => k.kind === 'mid-append' && k.hit), 'no mid-append kill left an append in flight').toBe(true);
+        if (plan.kinds.includes('mid-bulk')) {
+          expect(kills.some((k) => k.kind === 'mid-bulk' && k.hit), 'the mid-bulk kill did not fall inside the bulk transaction\'s appends').toBe(true);
+          expect(report.byType['CustomerRegistered']?.actual).toBe(report.byType['CustomerRegistered']?.expected);
+        }
         if (plan.kinds.includes('unacknowledged')) {
           expect(kills.some((k) => k.kind === 'unacknowledged' && k.hit), 'no kill fell between a durable append and its acknowledgement').toBe(true);
         }

@@ -1,0 +1,123 @@
+// Bulk transactions through the whole line, as a user's data migration runs them: real
+// PostgreSQL, the assembler as a child process (`event-assembler run`), the in-memory KurrentDB.
+// One table, one event per order per transaction (test/support/orders), N orders:
+//
+//  1. a bulk insert of N new orders — one transaction, N new streams;
+//  2. a restart (nothing cached), then a bulk update of all N: every stream exists, none is known;
+//  3. bulk updates killed (SIGKILL) at random points of their appends, restarted each time;
+//  4. the same with the stream cache far below the working set (1,000 streams), killed too;
+//  5. a bulk delete of all N.
+//
+// After each step every order stream must hold exactly its events, in source order, no event id
+// twice, and each transaction's `transaction.index` must cover 0 … N-1 exactly once; the
+// assembler's peak RSS stays under 500 MiB. Scale: EA_BULK_ORDERS (default 150,000),
+// EA_BULK_KILLS (default 3), EA_BULK_SEED (default: time-based, printed).
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createPrng } from '../../examples/invoicing/workload.js';
+import { createBulkRig, type BulkAssembler, type BulkRig, type BulkStep, type OrdersReport } from '../support/bulk-rig.js';
+import { tailOf, waitFor } from '../resilience/assembler-process.js';
+
+const N = Number(process.env.EA_BULK_ORDERS ?? 150_000);
+const KILLS = Number(process.env.EA_BULK_KILLS ?? 3);
+const SEED = Number(process.env.EA_BULK_SEED ?? Date.now() % 2_147_483_647);
+const RSS_LIMIT_MIB = 500;
+const STATUSES = ['paid', 'shipped', 'cancelled', 'archived'];
+
+let rig: BulkRig;
+const history: BulkStep[] = [];
+const random = createPrng(SEED);
+const peaks: number[] = [];
+
+function expectExact(report: OrdersReport, bulkTransactions: number): void {
+  expect({ wrong: report.wrongStreams, wrongCount: report.wrongStreamCount, duplicates: report.duplicateIds }).toEqual({ wrong: [], wrongCount: 0, duplicates: 0 });
+  expect(report.streams).toBe(N);
+  expect(report.transactions).toHaveLength(bulkTransactions);
+  for (const t of report.transactions) expect(t, t.transaction).toMatchObject({ events: N, count: N, indexesExact: true, unitScoped: N });
+}
+
+/** Stops the assembler gracefully, noting its peak RSS first. */
+async function stop(process: BulkAssembler): Promise<void> {
+  peaks.push(await process.peakRssMiB());
+  const exit = await process.kill('SIGTERM');
+  expect(exit.code, await tailOf(rig.logFile)).toBe(0);
+}
+
+beforeAll(async () => {
+  console.log(`pipeline-bulk: ${N} orders, ${KILLS} kills, seed ${SEED} (repeat with EA_BULK_SEED=${SEED})`);
+  rig = await createBulkRig(inject('postgres'), 'bulk');
+});
+
+afterAll(async () => {
+  console.log(`pipeline-bulk: assembler peak RSS per process (MiB): ${peaks.join(', ')}`);
+  await rig?.close();
+});
+
+describe(`bulk transactions over ${N} orders`, { timeout: 900_000 }, () => {
+  it('a bulk insert of N new orders lands exactly once', async () => {
+    const assembler = rig.start();
+    const lsn = await rig.bulk(`INSERT INTO orders SELECT g, 'customer-' || (g % 977), 'new', (g % 500) + 0.25, 'secret ' || g FROM generate_series(1, ${N}) g`);
+    history.push({ type: 'OrderPlaced', from: 1, to: N, status: 'new' });
+    await rig.acknowledged(lsn, assembler);
+    await stop(assembler);
+    expectExact(rig.check(history), 1);
+    expect(await tailOf(rig.logFile, 200_000)).toContain('large unit: appended in slices');
+  });
+
+  it('after a restart, a bulk update over all N existing streams, none of them cached, lands exactly once', async () => {
+    const assembler = rig.start();
+    const lsn = await rig.bulk(`UPDATE orders SET status = 'paid'`);
+    history.push({ type: 'OrderStatusChanged', from: 1, to: N, status: 'paid' });
+    await rig.acknowledged(lsn, assembler);
+    await stop(assembler);
+    expectExact(rig.check(history), 2);
+  });
+
+  it(`SIGKILL at random points of bulk updates' appends (${KILLS} of them): each restart finishes, exactly once`, async () => {
+    const landed: string[] = [];
+    for (let k = 0; k < KILLS; k++) {
+      const status = STATUSES[(k + 1) % STATUSES.length]!;
+      let assembler = rig.start();
+      const before = rig.records();
+      // Anywhere from the transaction's commit (mapping, the first appends) to near its end.
+      const fraction = random() * 0.9;
+      const lsn = await rig.bulk(`UPDATE orders SET status = '${status}'`);
+      history.push({ type: 'OrderStatusChanged', from: 1, to: N, status });
+      await waitFor('the update to be under way', () => rig.records() >= before + Math.floor(fraction * N), { timeoutMs: 240_000 });
+      const atKill = rig.records() - before;
+      peaks.push(await assembler.peakRssMiB());
+      await assembler.kill('SIGKILL');
+      landed.push(`${(atKill / N * 100).toFixed(1)} %`);
+      expect(atKill, 'the kill must land before the update is complete').toBeLessThan(N);
+      assembler = rig.start();
+      await rig.acknowledged(lsn, assembler);
+      await stop(assembler);
+      expectExact(rig.check(history), 3 + k);
+    }
+    console.log(`pipeline-bulk: kills landed with ${landed.join(', ')} of the update's events in KurrentDB`);
+  });
+
+  it('with the stream cache far below the working set (1,000 streams): a bulk update, killed and restarted, exactly once', async () => {
+    const limits = { maxCachedStreams: 1_000 };
+    let assembler = rig.start(limits);
+    const before = rig.records();
+    const lsn = await rig.bulk(`UPDATE orders SET status = 'archived'`);
+    history.push({ type: 'OrderStatusChanged', from: 1, to: N, status: 'archived' });
+    await waitFor('the update to be half way', () => rig.records() >= before + N / 2, { timeoutMs: 240_000 });
+    peaks.push(await assembler.peakRssMiB());
+    await assembler.kill('SIGKILL');
+    assembler = rig.start(limits);
+    await rig.acknowledged(lsn, assembler);
+    await stop(assembler);
+    expectExact(rig.check(history), 2 + KILLS + 1);
+  });
+
+  it('a bulk delete of all N lands exactly once; the assembler stayed under 500 MiB throughout', async () => {
+    const assembler = rig.start();
+    const lsn = await rig.bulk('DELETE FROM orders');
+    history.push({ type: 'OrderRemoved', from: 1, to: N });
+    await rig.acknowledged(lsn, assembler);
+    await stop(assembler);
+    expectExact(rig.check(history), 2 + KILLS + 2);
+    expect(Math.max(...peaks)).toBeLessThan(RSS_LIMIT_MIB);
+  });
+});
