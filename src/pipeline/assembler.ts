@@ -1201,7 +1201,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       throw fatal;
     }
     state = 'stopped';
-    log.info('assembler stopped', { ...result });
+    log.info('assembler stopped', { ...result, sink: aggregateSinkStatus() });
     return result;
   }
 
@@ -1221,6 +1221,11 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       cachedStreams: all.reduce((n, s) => n + s.cachedStreams, 0),
       appendedEvents: all.reduce((n, s) => n + s.appendedEvents, 0),
       skippedEvents: all.reduce((n, s) => n + s.skippedEvents, 0),
+      tailReads: all.reduce((n, s) => n + (s.tailReads ?? 0), 0),
+      logHeadReads: all.reduce((n, s) => n + (s.logHeadReads ?? 0), 0),
+      // The appender's sink decides first touches (the checkpoint writer touches one stream).
+      ...(all[0]!.firstTouch ? { firstTouch: all[0]!.firstTouch } : {}),
+      splitCalls: all.reduce((n, s) => n + (s.splitCalls ?? 0), 0),
     };
   }
 

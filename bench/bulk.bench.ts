@@ -1,0 +1,154 @@
+// Bulk transactions against streaming, on the same machine in the same run:
+//
+//   npm run bench:bulk                                        # 50,000 and 150,000 orders
+//   EA_BENCH_BULK_SIZES=50000,150000,1000000 npm run bench:bulk   # and the 1,000,000-row transaction
+//
+// For each size N: the orders table (test/support/orders) gets one bulk INSERT of N rows — one
+// transaction, N new streams — and later one bulk UPDATE of all N — one transaction over N
+// existing streams that the assembler, restarted in between, knows nothing of. The baseline is
+// streaming: EA_BENCH_BULK_STREAMING (default 20,000) transactions of one order each, inserted,
+// then (after a restart) updated. Every transaction is written into the WAL before the assembler
+// starts; a run is timed from the assembler's "assembler started" log line to the slot
+// confirming the last commit (every event durable in KurrentDB). The assembler runs as a child
+// process from the production build (`.tmp/bench-build`, as `npm run bench` builds it), the
+// in-memory KurrentDB in a process of its own; its peak RSS is the child's VmHWM.
+//
+// Prints a markdown table and writes bench/results/<date>-bulk.md.
+import { execSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startEmbeddedPostgres } from '../src/testing/postgres.js';
+import { REPO_ROOT } from '../test/resilience/assembler-process.js';
+import { createBulkRig, type BulkAssembler, type BulkRig } from '../test/support/bulk-rig.js';
+import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
+
+const SIZES = (process.env.EA_BENCH_BULK_SIZES ?? '50000,150000').split(',').map(Number).filter((n) => n > 0);
+const STREAMING = Number(process.env.EA_BENCH_BULK_STREAMING ?? 20_000);
+if (!existsSync(path.join(REPO_ROOT, '.tmp/bench-build/cli/main.js'))) throw new Error('bench: no build in .tmp/bench-build — run "npx tsc -p tsconfig.build.json --outDir .tmp/bench-build" first (npm run bench:bulk does)');
+/** The CLI from the build, with the flags bin/event-assembler.js starts Node with. */
+const COMMAND = ['--max-semi-space-size=64', '--min-semi-space-size=64', '--import', 'tsx', path.join(REPO_ROOT, 'bench/lib/build-cli.ts')];
+
+interface Row {
+  readonly label: string;
+  readonly shape: 'one bulk transaction' | 'streaming';
+  readonly streams: 'new' | 'existing, none cached';
+  readonly events: number;
+  readonly transactions: number;
+  readonly seconds: number;
+  readonly peakRssMiB: number;
+  readonly tailReads: number | null;
+}
+
+const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const log = (line: string) => console.error(`[bench:bulk ${new Date().toISOString().slice(11, 19)}] ${line}`);
+
+/** The `time` of the last log line with `msg`, in ms. */
+function loggedAt(logFile: string, msg: string): number {
+  const lines = readFileSync(logFile, 'utf8').split('\n').filter((line) => line.startsWith('{') && line.includes(`"msg":"${msg}"`));
+  const last = lines.at(-1);
+  if (!last) throw new Error(`no "${msg}" line in ${logFile}`);
+  return Date.parse((JSON.parse(last) as { time: string }).time);
+}
+
+/** Tail reads the last stopped process made (its "assembler stopped" line carries the sink's status). */
+function tailReads(logFile: string): number | null {
+  const text = readFileSync(logFile, 'utf8');
+  const matches = [...text.matchAll(/"tailReads":(\d+)/g)];
+  return matches.length > 0 ? Number(matches.at(-1)![1]) : null;
+}
+
+/** Starts the assembler on what the WAL holds, waits until `lsn` is acknowledged, stops it; times it from its start-up line. */
+async function drain(rig: BulkRig, lsn: string): Promise<{ seconds: number; peakRssMiB: number; tailReads: number | null }> {
+  const assembler: BulkAssembler = rig.start();
+  await rig.acknowledged(lsn, assembler, 3_600_000);
+  const done = Date.now();
+  const peakRssMiB = await assembler.peakRssMiB();
+  const exit = await assembler.kill('SIGTERM');
+  if (exit.code !== 0) throw new Error(`the assembler exited with ${exit.code} on SIGTERM`);
+  return { seconds: (done - loggedAt(rig.logFile, 'assembler started')) / 1000, peakRssMiB, tailReads: tailReads(rig.logFile) };
+}
+
+const server = await startEmbeddedPostgres();
+const rows: Row[] = [];
+const loadAtStart = os.loadavg();
+try {
+  for (const n of SIZES) {
+    const kurrent = await startKurrentDBProcess(0);
+    const rig = await createBulkRig(server, `bench${n}`, { destination: kurrent.connectionString, command: COMMAND });
+    try {
+      let lsn = await rig.bulk(`INSERT INTO orders SELECT g, 'customer-' || (g % 977), 'new', (g % 500) + 0.25, 'secret ' || g FROM generate_series(1, ${n}) g`);
+      const inserted = await drain(rig, lsn);
+      rows.push({ label: `bulk INSERT of ${fmt(n)} rows`, shape: 'one bulk transaction', streams: 'new', events: n, transactions: 1, ...inserted });
+      log(`bulk insert ${fmt(n)}: ${inserted.seconds.toFixed(1)} s, ${fmt(n / inserted.seconds)} events/s, peak RSS ${inserted.peakRssMiB} MiB`);
+      lsn = await rig.bulk(`UPDATE orders SET status = 'paid'`);
+      const updated = await drain(rig, lsn);
+      rows.push({ label: `bulk UPDATE of ${fmt(n)} rows`, shape: 'one bulk transaction', streams: 'existing, none cached', events: n, transactions: 1, ...updated });
+      log(`bulk update ${fmt(n)}: ${updated.seconds.toFixed(1)} s, ${fmt(n / updated.seconds)} events/s, peak RSS ${updated.peakRssMiB} MiB`);
+    } finally {
+      await rig.close();
+      await kurrent.stop();
+    }
+  }
+  // The baseline: the same events, one order per transaction.
+  const kurrent = await startKurrentDBProcess(0);
+  const rig = await createBulkRig(server, 'benchstream', { destination: kurrent.connectionString, command: COMMAND });
+  try {
+    let lsn = await rig.bulk(`DO $$ BEGIN FOR g IN 1..${STREAMING} LOOP INSERT INTO orders VALUES (g, 'customer-' || (g % 977), 'new', (g % 500) + 0.25, 'secret ' || g); COMMIT; END LOOP; END $$`);
+    const inserted = await drain(rig, lsn);
+    rows.push({ label: `${fmt(STREAMING)} INSERTs of one row`, shape: 'streaming', streams: 'new', events: STREAMING, transactions: STREAMING, ...inserted });
+    log(`streaming inserts: ${inserted.seconds.toFixed(1)} s, ${fmt(STREAMING / inserted.seconds)} events/s`);
+    lsn = await rig.bulk(`DO $$ BEGIN FOR g IN 1..${STREAMING} LOOP UPDATE orders SET status = 'paid' WHERE id = g; COMMIT; END LOOP; END $$`);
+    const updated = await drain(rig, lsn);
+    rows.push({ label: `${fmt(STREAMING)} UPDATEs of one row`, shape: 'streaming', streams: 'existing, none cached', events: STREAMING, transactions: STREAMING, ...updated });
+    log(`streaming updates: ${updated.seconds.toFixed(1)} s, ${fmt(STREAMING / updated.seconds)} events/s`);
+  } finally {
+    await rig.close();
+    await kurrent.stop();
+  }
+} finally {
+  await server.destroy();
+}
+
+const rate = (row: Row) => row.events / row.seconds;
+const streamingRate = (streams: Row['streams']) => rate(rows.find((r) => r.shape === 'streaming' && r.streams === streams)!);
+const table = [
+  '| run | streams | events | transactions | seconds | events/s | × streaming (same streams) | assembler peak RSS (MiB) | tail reads |',
+  '|---|---|---:|---:|---:|---:|---:|---:|---:|',
+  ...rows.map(
+    (r) =>
+      `| ${r.label} | ${r.streams} | ${fmt(r.events)} | ${fmt(r.transactions)} | ${r.seconds.toFixed(1)} | ${fmt(rate(r))} | ${r.shape === 'streaming' ? '1.00' : (rate(r) / streamingRate(r.streams)).toFixed(2)} | ${r.peakRssMiB} | ${r.tailReads === null ? '—' : fmt(r.tailReads)} |`,
+  ),
+].join('\n');
+const cpus = os.cpus();
+const now = new Date();
+const report = `# Bulk transactions against streaming
+
+Command (from the repository root):
+
+\`\`\`bash
+${SIZES.join(',') === '50000,150000' ? 'npm run bench:bulk' : `EA_BENCH_BULK_SIZES=${SIZES.join(',')} npm run bench:bulk`}
+\`\`\`
+
+Machine: ${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown'}; Node ${process.version}; load average at the start ${loadAtStart.map((l) => l.toFixed(2)).join(' / ')}, at the end ${os.loadavg().map((l) => l.toFixed(2)).join(' / ')}.
+Run at ${now.toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${gitCommit()}.
+
+Each run: the transactions are in the WAL before the assembler starts (production build, child process); timed from its "assembler started" line to the slot confirming the last commit. The in-memory KurrentDB runs in a process of its own. "Existing, none cached": the assembler was restarted after the streams were written, so it knows none of them.
+
+${table}
+`;
+console.log(report);
+const dir = fileURLToPath(new URL('./results/', import.meta.url));
+mkdirSync(dir, { recursive: true });
+const file = path.join(dir, `${now.toISOString().slice(0, 10)}-bulk.md`);
+writeFileSync(file, report);
+log(`written ${path.relative(REPO_ROOT, file)}`);
+
+function gitCommit(): string {
+  try {
+    return execSync('git rev-parse --short HEAD', { cwd: REPO_ROOT, encoding: 'utf8' }).trim();
+  } catch {
+    return 'unknown';
+  }
+}

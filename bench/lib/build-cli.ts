@@ -1,0 +1,10 @@
+// The CLI from the production build (`.tmp/bench-build`, as `npm run bench` builds it), for
+// benchmarks that run the assembler as a child process: `node --import tsx bench/lib/build-cli.ts run --config …`
+// (tsx only for the TypeScript config and mapper modules, as the CLI loads them).
+import { existsSync } from 'node:fs';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const main = fileURLToPath(new URL('../../.tmp/bench-build/cli/main.js', import.meta.url));
+if (!existsSync(main)) throw new Error(`no build at ${main} — run "npx tsc -p tsconfig.build.json --outDir .tmp/bench-build" first`);
+const { buildProgram } = (await import(pathToFileURL(main).href)) as { buildProgram(): { parseAsync(argv: string[]): Promise<unknown> } };
+await buildProgram().parseAsync(process.argv);
