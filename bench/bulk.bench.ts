@@ -20,15 +20,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startEmbeddedPostgres } from '../src/testing/postgres.js';
-import { REPO_ROOT } from '../test/resilience/assembler-process.js';
+import { CLI_NODE_FLAGS, REPO_ROOT } from '../test/resilience/assembler-process.js';
 import { createBulkRig, type BulkAssembler, type BulkRig } from '../test/support/bulk-rig.js';
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
 
 const SIZES = (process.env.EA_BENCH_BULK_SIZES ?? '50000,150000').split(',').map(Number).filter((n) => n > 0);
 const STREAMING = Number(process.env.EA_BENCH_BULK_STREAMING ?? 20_000);
 if (!existsSync(path.join(REPO_ROOT, '.tmp/bench-build/cli/main.js'))) throw new Error('bench: no build in .tmp/bench-build — run "npx tsc -p tsconfig.build.json --outDir .tmp/bench-build" first (npm run bench:bulk does)');
-/** The CLI from the build, with the flags bin/event-assembler.js starts Node with. */
-const COMMAND = ['--max-semi-space-size=64', '--min-semi-space-size=64', '--import', 'tsx', path.join(REPO_ROOT, 'bench/lib/build-cli.ts')];
+/** Node flags of the assembler: those bin/event-assembler.js starts Node with, unless EA_BENCH_BULK_NODE_ARGS says otherwise. */
+const NODE_ARGS = process.env.EA_BENCH_BULK_NODE_ARGS !== undefined ? process.env.EA_BENCH_BULK_NODE_ARGS.split(' ').filter(Boolean) : CLI_NODE_FLAGS;
+/** The CLI from the build. */
+const COMMAND = [...NODE_ARGS, '--import', 'tsx', path.join(REPO_ROOT, 'bench/lib/build-cli.ts')];
 
 interface Row {
   readonly label: string;
@@ -131,7 +133,7 @@ Command (from the repository root):
 ${SIZES.join(',') === '50000,150000' ? 'npm run bench:bulk' : `EA_BENCH_BULK_SIZES=${SIZES.join(',')} npm run bench:bulk`}
 \`\`\`
 
-Machine: ${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown'}; Node ${process.version}; load average at the start ${loadAtStart.map((l) => l.toFixed(2)).join(' / ')}, at the end ${os.loadavg().map((l) => l.toFixed(2)).join(' / ')}.
+Machine: ${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown'}; Node ${process.version}, the assembler with \`${NODE_ARGS.join(' ')}\`; load average at the start ${loadAtStart.map((l) => l.toFixed(2)).join(' / ')}, at the end ${os.loadavg().map((l) => l.toFixed(2)).join(' / ')}.
 Run at ${now.toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${gitCommit()}.
 
 Each run: the transactions are in the WAL before the assembler starts (production build, child process); timed from its "assembler started" line to the slot confirming the last commit. The in-memory KurrentDB runs in a process of its own. "Existing, none cached": the assembler was restarted after the streams were written, so it knows none of them.

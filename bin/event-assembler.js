@@ -1,9 +1,11 @@
-#!/usr/bin/env -S node --max-semi-space-size=64 --min-semi-space-size=64
+#!/usr/bin/env -S node --max-semi-space-size=64 --min-semi-space-size=64 --heap-growing-percent=100
 // Runs the CLI from TypeScript sources through tsx when no build exists, from dist otherwise.
 // Node runs with a 64 MiB young-generation semi-space: the pipeline allocates per transaction
 // and keeps up to `limits.maxInFlightTransactions` of them alive, which with V8's default
-// (16 MiB) made scavenges several times as costly (see README, Deployment). To choose
-// otherwise, run it as `node [flags] bin/event-assembler.js`.
+// (16 MiB) made scavenges several times as costly; and with the old generation let grow to twice
+// what is live before it is collected (V8 lets it grow up to four times): a bulk transaction's
+// garbage otherwise took the process over 500 MB (see README, Deployment). To choose otherwise,
+// run it as `node [flags] bin/event-assembler.js`.
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { dirname, join } from 'node:path';

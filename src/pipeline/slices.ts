@@ -121,8 +121,9 @@ export async function appendInSlices(deps: SliceDeps, position: SinkPosition, to
   if (!interrupted && batch.length > 0) await queue();
   if (parked > PARKED_LINES_PER_UNIT) deps.log.warn('records parked', { unit: describe(position), parked, logged: PARKED_LINES_PER_UNIT });
   if (!interrupted && offset !== total) throw new Error(`unreachable: ${describe(position)} made ${offset} events for the sink, ${total} planned`);
+  if (interrupted) return { durable: new Promise<AppendOutcome>(() => undefined), slices, parked };
   const all = Promise.all(durables).then((): AppendOutcome => ({ appended: sum.appended, skipped: sum.skipped, streams: [], checkpoint: 'none', mode: sum.mode }));
-  return { durable: interrupted ? new Promise<AppendOutcome>(() => undefined) : all, slices, parked };
+  return { durable: all, slices, parked };
 }
 
 /**

@@ -2,12 +2,14 @@
 // --config <file>`, its output kept in a log file, killed with SIGKILL (a crash) or stopped with
 // SIGTERM (graceful). The databases it talks to live in the test process and survive its death.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, promises as fs } from 'node:fs';
+import { closeSync, openSync, promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const BIN = path.join(REPO_ROOT, 'bin', 'event-assembler.js');
+/** The Node flags of the CLI's shebang line (`node bin/…` alone would run without them). */
+export const CLI_NODE_FLAGS: readonly string[] = readFileSync(BIN, 'utf8').split('\n')[0]!.replace(/^#!.*?\bnode\b/, '').split(' ').filter(Boolean);
 
 export interface AssemblerProcess {
   readonly pid: number;
@@ -19,10 +21,10 @@ export interface AssemblerProcess {
 
 /**
  * Spawns the CLI; stdout and stderr are appended to `logFile` (never piped: a dead reader must not
- * block it). `command`: what runs before `run --config …` (default: `bin/event-assembler.js`, as a
- * user runs it; a benchmark may run a build).
+ * block it). `command`: what runs before `run --config …` (default: `bin/event-assembler.js` with
+ * its shebang's Node flags, as a user runs it; a benchmark may run a build).
  */
-export function startAssemblerProcess(configFile: string, logFile: string, env: NodeJS.ProcessEnv = {}, command: readonly string[] = [BIN]): AssemblerProcess {
+export function startAssemblerProcess(configFile: string, logFile: string, env: NodeJS.ProcessEnv = {}, command: readonly string[] = [...CLI_NODE_FLAGS, BIN]): AssemblerProcess {
   const fd = openSync(logFile, 'a');
   let child: ChildProcess;
   try {
