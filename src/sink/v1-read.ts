@@ -20,6 +20,7 @@
  *   UUID           { Structured structured = 1 { int64 most_significant_bits = 1; int64 least_significant_bits = 2; };
  *                    string string = 2; }
  */
+import { fieldSize, LEN, writeVarint } from './protobuf-wire.js';
 
 /** What a tail read found: the stream's last event, or that it has none. */
 export type TailRead =
@@ -41,28 +42,6 @@ export type TailRead =
    */
   | { readonly kind: 'not-found' };
 
-const LEN = 2;
-
-function varintSize(n: number): number {
-  let size = 1;
-  while (n >= 0x80) {
-    n = Math.floor(n / 128);
-    size += 1;
-  }
-  return size;
-}
-
-function writeVarint(buffer: Buffer, o: number, n: number): number {
-  while (n >= 0x80) {
-    buffer[o++] = (n % 128) | 0x80;
-    n = Math.floor(n / 128);
-  }
-  buffer[o++] = n;
-  return o;
-}
-
-const lenFieldSize = (length: number): number => 1 + varintSize(length) + length;
-
 /** After StreamOptions in Options: read_direction = Backwards, count = 1, no_filter {}, uuid_option { string {} }. */
 const OPTIONS_TAIL = Buffer.from([(3 << 3) | 0, 1, (5 << 3) | 0, 1, (8 << 3) | LEN, 0, (9 << 3) | LEN, 2, (2 << 3) | LEN, 0]);
 /** After StreamIdentifier in StreamOptions: end {}. */
@@ -74,10 +53,10 @@ const STREAM_OPTIONS_TAIL = Buffer.from([(4 << 3) | LEN, 0]);
  */
 export function encodeTailReadRequest(stream: string): Buffer {
   const name = Buffer.byteLength(stream, 'utf8');
-  const identifier = lenFieldSize(name);
-  const streamOptions = lenFieldSize(identifier) + STREAM_OPTIONS_TAIL.length;
-  const options = lenFieldSize(streamOptions) + OPTIONS_TAIL.length;
-  const request = lenFieldSize(options);
+  const identifier = fieldSize(name);
+  const streamOptions = fieldSize(identifier) + STREAM_OPTIONS_TAIL.length;
+  const options = fieldSize(streamOptions) + OPTIONS_TAIL.length;
+  const request = fieldSize(options);
   const buffer = Buffer.allocUnsafe(5 + request);
   buffer[0] = 0;
   buffer.writeUInt32BE(request, 1);

@@ -23,28 +23,9 @@ import type * as grpc from '@grpc/grpc-js';
 import commandErrors from '@kurrent/kurrentdb-client/dist/utils/CommandError.js';
 import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_grpc_pb.js';
 import v2StreamsPb from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_pb.js';
+import { fieldSize, LEN, VARINT, writeVarint } from './protobuf-wire.js';
 
-const LEN = 2;
-const VARINT = 0;
 const SCHEMA_FORMAT_JSON = 1;
-
-function varintSize(n: number): number {
-  let size = 1;
-  while (n >= 0x80) {
-    n = Math.floor(n / 128);
-    size += 1;
-  }
-  return size;
-}
-
-function writeVarint(buffer: Buffer, offset: number, n: number): number {
-  while (n >= 0x80) {
-    buffer[offset++] = (n % 128) | 0x80;
-    n = Math.floor(n / 128);
-  }
-  buffer[offset++] = n;
-  return offset;
-}
 
 /** Writes a length-delimited field: tag, length, then `write` fills `length` bytes. */
 function lenField(buffer: Buffer, offset: number, field: number, length: number): number {
@@ -52,7 +33,6 @@ function lenField(buffer: Buffer, offset: number, field: number, length: number)
   return writeVarint(buffer, offset, length);
 }
 
-const fieldSize = (length: number): number => 1 + varintSize(length) + length;
 
 /**
  * One AppendRecord, encoded: JSON `data`, string `properties` (the event's metadata), the event

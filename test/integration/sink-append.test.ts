@@ -12,31 +12,17 @@ import {
   StreamConflictError,
   SinkError,
   receiptFromMetadata,
-  type KurrentDBSink,
-  type KurrentDBSinkOptions,
   type SinkEvent,
   type TransactionSinkPosition,
 } from '../../src/sink/index.js';
 import { uuidv5 } from '../../src/sink/encoding.js';
-import { useInMemoryKurrentDB, type LogLine } from '../support/kurrentdb-rig.js';
+import { sinkFactory, useInMemoryKurrentDB, type LogLine } from '../support/kurrentdb-rig.js';
 
 // ---- rig ----------------------------------------------------------------------------------
 
 const { cleanups, server } = useInMemoryKurrentDB();
 
-async function sink(db: InMemoryKurrentDB, options: Partial<KurrentDBSinkOptions> & { assembler: string }, logs: LogLine[] = []): Promise<KurrentDBSink> {
-  const created = await createKurrentDBSink({
-    connectionString: db.connectionString,
-    retry: { initialDelayMs: 5, maxDelayMs: 50 },
-    logger: {
-      info: (message, fields) => logs.push({ level: 'info', message, fields }),
-      warn: (message, fields) => logs.push({ level: 'warn', message, fields }),
-    },
-    ...options,
-  });
-  cleanups.push(() => created.close());
-  return created;
-}
+const sink = sinkFactory(cleanups);
 
 const SYSTEM_ID = '7391029384756102938';
 

@@ -4,10 +4,10 @@
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKWARDS, binaryEvent, DeadlineExceededError, END, jsonEvent, KurrentDBClient, StreamDeletedError, UnavailableError } from '@kurrent/kurrentdb-client';
+import { binaryEvent, DeadlineExceededError, jsonEvent, KurrentDBClient, StreamDeletedError, UnavailableError } from '@kurrent/kurrentdb-client';
 import { createH2AppendTransport } from '../../src/sink/h2-append.js';
-import { createH2TailReader, type H2TailReader, type TailRead } from '../../src/sink/h2-read.js';
-import { readerConnectionString } from '../../src/sink/reader-connection.js';
+import { createH2TailReader, type H2TailReader } from '../../src/sink/h2-read.js';
+import { createBridgeTailReader, type TailReader } from '../../src/sink/tail-reader.js';
 import { receiptFromMetadata, receiptToMetadata } from '../../src/sink/receipt.js';
 import { isTransientError } from '../../src/sink/retry.js';
 import { encodeAppendRecordSized } from '../../src/sink/v2-append.js';
@@ -25,26 +25,12 @@ async function waitFor<T>(what: string, attempt: () => Promise<T | undefined>, t
   }
 }
 
-/** The tail as the sink read it before: through the client's `readStream` (native bridge). */
-async function bridgeTail(client: KurrentDBClient, stream: string): Promise<TailRead> {
-  try {
-    for await (const resolved of client.readStream(stream, { direction: BACKWARDS, fromRevision: END, maxCount: 1 })) {
-      const event = resolved.event;
-      if (event) return { kind: 'event', revision: event.revision, id: event.id, type: event.type, metadata: event.metadata };
-    }
-    return { kind: 'not-found' };
-  } catch (error) {
-    if ((error as { type?: unknown }).type === 'stream-not-found') return { kind: 'not-found' };
-    throw error;
-  }
-}
-
 const receipt = (n: number) => receiptToMetadata({ kind: 'transaction', assembler: 'orders', source: '7391029384756102938', commitLsn: `0/${(0x1000 + n).toString(16).toUpperCase()}`, xid: 700 + n, ordinal: 0, count: 1 });
 
 describe('tail reads over HTTP/2', () => {
   let db: InMemoryKurrentDB;
   let client: KurrentDBClient;
-  let bridge: KurrentDBClient;
+  let bridge: TailReader;
   let reader: H2TailReader;
   /** Every stream a test wrote or read, for the comparison with the bridge. */
   const touched = new Set<string>();
@@ -56,7 +42,8 @@ describe('tail reads over HTTP/2', () => {
   beforeAll(async () => {
     db = await startInMemoryKurrentDB();
     client = KurrentDBClient.connectionString(db.connectionString);
-    bridge = KurrentDBClient.connectionString(readerConnectionString(db.connectionString));
+    // The sink's bridge reader: tails through the client's `readStream` (its native bridge).
+    bridge = createBridgeTailReader(db.connectionString);
     const created = createH2TailReader(client);
     if (!created) throw new Error('this client version lacks the internals the HTTP/2 reader needs');
     reader = created;
@@ -64,7 +51,7 @@ describe('tail reads over HTTP/2', () => {
   afterAll(async () => {
     reader.close();
     await client.dispose();
-    await bridge.dispose();
+    await bridge.close();
     await db.close();
   });
 
@@ -113,7 +100,7 @@ describe('tail reads over HTTP/2', () => {
     expect((error as StreamDeletedError).type).toBe('stream-deleted');
     expect((error as StreamDeletedError).streamName).toBe(stream);
     expect(isTransientError(error)).toBe(false);
-    const fromBridge = await bridgeTail(bridge, stream).catch((e: unknown) => e);
+    const fromBridge = await bridge.readTail(stream).catch((e: unknown) => e);
     expect((fromBridge as StreamDeletedError).type).toBe('stream-deleted');
   });
 
@@ -173,7 +160,7 @@ describe('tail reads over HTTP/2', () => {
     for (const stream of touched) {
       const [mine, theirs] = await Promise.all([
         reader.readTail(stream).catch((e: unknown) => ({ error: (e as { type?: unknown }).type })),
-        bridgeTail(bridge, stream).catch((e: unknown) => ({ error: (e as { type?: unknown }).type })),
+        bridge.readTail(stream).catch((e: unknown) => ({ error: (e as { type?: unknown }).type })),
       ]);
       expect(mine, stream).toEqual(theirs);
     }

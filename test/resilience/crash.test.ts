@@ -468,6 +468,20 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
         );
       };
 
+      /** Kills the process; resolves with the events of appends in flight that landed after it (0 when none did within the window). */
+      const killAndLand = async (): Promise<{ eventsAtKill: number; landed: number }> => {
+        const eventsAtKill = progress().events;
+        await child!.kill('SIGKILL');
+        // Appends that were in flight land now, with no process left to hear about it.
+        const landed = await waitFor(
+          'in-flight appends to land after the kill',
+          () => (progress().events > eventsAtKill ? progress().events - eventsAtKill : false),
+          { timeoutMs: 3 * IN_FLIGHT_LATENCY_MS + 200, intervalMs: 10 },
+        ).catch(() => 0);
+        kurrent.setAppendLatency(0);
+        return { eventsAtKill, landed };
+      };
+
       /** Bulk customers in the destination (one event each). */
       const bulkEvents = () => kurrent.streamNames().filter((stream) => stream.startsWith('customer-bulk_cus_')).length;
       let bulkCustomers = 0;
@@ -493,14 +507,7 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
           { timeoutMs: 60_000, intervalMs: 2 },
         );
         const bulkAtKill = bulkEvents();
-        const eventsAtKill = progress().events;
-        await child!.kill('SIGKILL');
-        const landed = await waitFor(
-          'in-flight appends to land after the kill',
-          () => (progress().events > eventsAtKill ? progress().events - eventsAtKill : false),
-          { timeoutMs: 3 * IN_FLIGHT_LATENCY_MS + 200, intervalMs: 10 },
-        ).catch(() => 0);
-        kurrent.setAppendLatency(0);
+        const { eventsAtKill, landed } = await killAndLand();
         const confirmed = await confirmedFlush();
         const dest = progress();
         const bulkAfter = bulkEvents();
@@ -647,15 +654,7 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
             record = await bulkKill(n, target);
           } else if (kind === 'mid-append') {
             await killWindow(() => progress().events);
-            const eventsAtKill = progress().events;
-            await child!.kill('SIGKILL');
-            // Appends that were in flight land now, with no process left to hear about it.
-            const landed = await waitFor(
-              'in-flight appends to land after the kill',
-              () => (progress().events > eventsAtKill ? progress().events - eventsAtKill : false),
-              { timeoutMs: 3 * IN_FLIGHT_LATENCY_MS + 200, intervalMs: 10 },
-            ).catch(() => 0);
-            kurrent.setAppendLatency(0);
+            const { eventsAtKill, landed } = await killAndLand();
             const confirmed = await confirmedFlush();
             const dest = progress();
             record = {

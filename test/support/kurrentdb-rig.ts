@@ -1,6 +1,7 @@
 // Per-test in-memory KurrentDB servers (and whatever else a test opens), closed after each test
 // in reverse order. Call at a test file's top level: it registers the `afterEach`.
 import { afterEach } from 'vitest';
+import { createKurrentDBSink, type KurrentDBSink, type KurrentDBSinkOptions } from '../../src/sink/index.js';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB, type InMemoryKurrentDBOptions } from '../../src/testing/kurrentdb/index.js';
 
 /** A line a sink logged, as the sink tests capture them. */
@@ -24,6 +25,38 @@ export function useInMemoryKurrentDB(): {
       const db = await startInMemoryKurrentDB(options);
       cleanups.push(() => db.close());
       return db;
+    },
+  };
+}
+
+/**
+ * A sink on `db` for a test (closed with the test's cleanups): quick retries, its log lines
+ * collected in `logs`; `defaults` apply to every sink of the factory, `options` to this one.
+ */
+export function sinkFactory(cleanups: Array<() => Promise<void>>, defaults: Partial<KurrentDBSinkOptions> = {}) {
+  return async function sink(db: InMemoryKurrentDB, options: Partial<KurrentDBSinkOptions> & { assembler: string }, logs: LogLine[] = []): Promise<KurrentDBSink> {
+    const created = await createKurrentDBSink({
+      connectionString: db.connectionString,
+      retry: { initialDelayMs: 5, maxDelayMs: 50 },
+      logger: {
+        info: (message, fields) => logs.push({ level: 'info', message, fields }),
+        warn: (message, fields) => logs.push({ level: 'warn', message, fields }),
+      },
+      ...defaults,
+      ...options,
+    });
+    cleanups.push(() => created.close());
+    return created;
+  };
+}
+
+/** Sink hooks that simulate a crash: the `n`-th append request (1-based) throws before it is sent. */
+export function crashAtAppend(n: number): { beforeAppend(): void } {
+  let sent = 0;
+  return {
+    beforeAppend() {
+      sent += 1;
+      if (sent === n) throw new Error('simulated crash');
     },
   };
 }
