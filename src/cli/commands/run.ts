@@ -56,7 +56,7 @@ default-exports defineConfig({...}):
                  received and not yet durable. A transaction of more than 1,000 events (a
                  bulk update) is appended in slices of 1,000, in bounded memory: each slice
                  atomic, the transaction not (docs/bulk-transactions.md). maxCachedStreams:
-                 stream states kept (~0.4 KB each); beyond it, correct but slower.
+                 stream states kept (0.2–0.3 KB each); beyond it, correct but slower.
 
 Example (invoicing.config.ts):
   import { defineConfig } from 'event-assembler';
