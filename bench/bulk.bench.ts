@@ -72,9 +72,10 @@ async function drain(rig: BulkRig, lsn: string): Promise<{ seconds: number; peak
   return { seconds: (done - loggedAt(rig.logFile, 'assembler started')) / 1000, peakRssMiB, tailReads: tailReads(rig.logFile) };
 }
 
+// Before anything of the bench starts: figures are for a quiet machine (load below 0.5).
+const loadAtStart = os.loadavg();
 const server = await startEmbeddedPostgres();
 const rows: Row[] = [];
-const loadAtStart = os.loadavg();
 try {
   for (const n of SIZES) {
     const kurrent = await startKurrentDBProcess(0);
