@@ -307,12 +307,16 @@ class TransactionViewImpl {
 
   each(table?: string): Iterable<ChangeView> {
     if (table !== undefined) this.#assertDeclared(table);
+    // An iterable (not a one-shot iterator): a mapper may go over it more than once.
     const listed = this.#changes;
     if (listed) {
       // Listed already (a transaction in memory): the views it made are reused.
-      return (function* (view: (i: number) => ChangeView) {
-        for (let i = 0; i < listed.length; i++) if (table === undefined || listed[i]!.table === table) yield view(i);
-      })((i) => this.#view(i));
+      const view = (i: number): ChangeView => this.#view(i);
+      return {
+        *[Symbol.iterator]() {
+          for (let i = 0; i < listed.length; i++) if (table === undefined || listed[i]!.table === table) yield view(i);
+        },
+      };
     }
     const unit = this.#unit;
     const declared = this.#declared;

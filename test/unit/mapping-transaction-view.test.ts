@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isUnchangedToast, UNCHANGED_TOAST, type TruncateChange } from '../../src/source/types.js';
-import { createTransactionView, defineMapper, type Transaction } from '../../src/mapping/index.js';
+import { createStreamingView, createTransactionView, defineMapper, type Transaction } from '../../src/mapping/index.js';
 import { del, insert, snapshotRecord, transaction, update } from '../../src/testing/mapper-kit.js';
 
 const tables = defineMapper({
@@ -175,5 +175,39 @@ describe('Transaction view', () => {
       row.status = 'paid';
     }).toThrow(TypeError);
     expect(Object.isFrozen(tx.changes())).toBe(true);
+  });
+});
+
+describe('tx.each(): the changes one at a time', () => {
+  const views = (iterable: Iterable<{ op: string; table: string; key: unknown; after: unknown; before: unknown }>) =>
+    [...iterable].map((c) => ({ op: c.op, table: c.table, key: c.key, after: c.after, before: c.before }));
+
+  it('hands out what changes() lists, of all declared tables or of one, and can be gone over again', () => {
+    const tx = view(issue);
+    expect(views(tx.each())).toEqual(views(tx.changes()));
+    const lines = tx.each('public.invoice_line');
+    expect(views(lines)).toEqual(views(tx.changes('public.invoice_line')));
+    expect(views(lines)).toHaveLength(3); // a second pass over the same iterable
+    expect(() => tx.each('public.customer')).toThrow(/not declared/);
+  });
+
+  it('on a transaction whose changes are a sequence (read from disk), lists nothing: the same views, made as they are pulled', () => {
+    let pulled = 0;
+    const sequence = {
+      length: issue.changes.length,
+      *[Symbol.iterator]() {
+        for (const change of issue.changes) {
+          pulled += 1;
+          yield change;
+        }
+      },
+    };
+    const tx = createStreamingView({ ...issue, changes: sequence }, tables);
+    const first = tx.each('public.invoice_line')[Symbol.iterator]().next();
+    expect(first.value?.key).toEqual({ invoice_id: 'inv_1', line_no: 2 });
+    expect(pulled).toBe(1);
+    expect(views(tx.each())).toEqual(views(view(issue).changes()));
+    expect(tx.tables).toEqual(view(issue).tables);
+    expect(tx.truncated('public.invoice')).toBe(false);
   });
 });
