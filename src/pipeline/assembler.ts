@@ -16,7 +16,7 @@ import { readChanges, readChangesNow, withChanges, type CommittedTransaction } f
 import { parseConfig, type AssemblerConfig, type ResolvedConfig } from '../config/schema.js';
 import { loadContractRegistry } from '../contracts/index.js';
 import { EventAssemblerError } from '../errors.js';
-import { canonicalKey, mapUnit, planLargeUnit, uuidv5, EVENT_ASSEMBLER_NAMESPACE, type EventToAppend, type FailedRecord, type MapResult } from '../mapping/index.js';
+import { canonicalKey, mapUnit, uuidv5, EVENT_ASSEMBLER_NAMESPACE, type EventToAppend, type FailedRecord, type MapResult } from '../mapping/index.js';
 import { CHECKPOINT_EVENT_TYPE, checkpointStreamName, createKurrentDBSink, SLICED_UNIT_EVENTS, type AppendOutcome, type KurrentDBSink, type Sink, type SinkEvent, type SinkMode, type SinkPosition, type SinkStatus, readerConnectionString } from '../sink/index.js';
 import { createPostgresSource, type PostgresSource, type SourceStatus } from '../source/index.js';
 import { compareLsn, lsnDistance, makeSourcePosition } from '../source/position.js';
@@ -31,7 +31,8 @@ import { createContractCheck, type ContractCheck } from './contract-check.js';
 import { RebuildNeededError } from './errors.js';
 import { createAppender, type Appender } from './appender.js';
 import { createLogger, type Logger } from './logger.js';
-import { appendInSlices, isLargeTransaction, slicedOrder, type SliceDeps } from './slices.js';
+import { createLargeUnits, type Queued } from './large-units.js';
+import { isLargeTransaction } from './slices.js';
 import { createKurrentDBSnapshotStore, HANDLED_REQUESTS_KEPT, snapshotProgressStreamName, type PinnedPosition, type PipelineSnapshotStore, type SnapshotRequestState } from './snapshot-store.js';
 
 export interface AssemblerDeps {
@@ -416,7 +417,6 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
    * with the promise of its durability (`null`: nothing to append) — at once when the appender
    * has room, else a promise of it once it has.
    */
-  type Queued = { readonly durable: Promise<AppendOutcome> };
   const NO_RECORDS: readonly FailedRecord[] = Object.freeze([]);
 
   function handleUnit(unit: SourceUnit, position: SinkPosition, sourceIdentity: string): Queued | null | Promise<Queued | null> {
@@ -463,61 +463,20 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     });
   }
 
-  /** A unit of more than SLICED_UNIT_EVENTS events, queued in slices (slices.ts) in bounded memory. */
-  async function queueSliced(unit: SourceUnit, position: SinkPosition, total: number, failed: readonly FailedRecord[], events: Iterable<EventToAppend>): Promise<Queued> {
-    if (stopRequested && fatal) throw fatal;
-    counts.mapperFailures += failed.length;
-    counts.sliced += 1;
-    const check = (event: EventToAppend): SinkEvent | null => {
-      const record = checkContract!(event, unit);
-      if (record) counts.contractViolations += 1;
-      return record;
-    };
-    const sliced = await appendInSlices(sliceDeps, position, total, slicedOrder(failed, events, check), mode);
-    return {
-      durable: sliced.durable.then((outcome) => {
-        if (sliced.parked > 0) counts.parkedTx += 1;
-        return outcome;
-      }),
-    };
-  }
-
-  const sliceDeps: SliceDeps = {
-    get appender() {
-      return appender!;
-    },
+  const { queueSliced, mapLarge } = createLargeUnits({
+    mappers: config.mappers,
+    assembler: config.name,
     log,
+    counts,
+    byType,
+    appender: () => appender!,
+    checkContract: () => checkContract!,
+    mode: () => mode,
     stopping: () => stopRequested,
-    onDurable(outcome, types) {
-      counts.eventsAppended += outcome.appended;
-      counts.replaySkipped += outcome.skipped;
-      for (const [type, n] of types) byType[type] = (byType[type] ?? 0) + n;
-    },
+    fatal: () => fatal,
     logParked,
-  };
-
-  /** Never settles: a unit whose appending a stop interrupted is never acknowledged (the slot re-sends it). */
-  const INTERRUPTED: Queued = { durable: new Promise<AppendOutcome>(() => undefined) };
-
-  /**
-   * A large transaction (spilled, or more than LARGE_TRANSACTION_CHANGES changes), mapped from its
-   * change sequence in two runs (mapping/map-large-unit.ts) and queued — whole when it makes
-   * at most SLICED_UNIT_EVENTS events, else in slices. Yields to I/O while the counting run goes.
-   */
-  async function mapLarge(unit: SourceTransaction, position: SinkPosition, sourceIdentity: string): Promise<Queued | null> {
-    const planning = planLargeUnit(config.mappers, unit, { assembler: config.name, sourceIdentity });
-    let step = planning.next();
-    while (!step.done) {
-      await new Promise((resolve) => setImmediate(resolve));
-      if (stopRequested) return INTERRUPTED;
-      step = planning.next();
-    }
-    const plan = step.value;
-    const total = plan.events + plan.failed.length;
-    if (total === 0) return null;
-    if (total <= SLICED_UNIT_EVENTS) return queueMapped(unit, position, { events: [...plan.produce()], failed: plan.failed });
-    return queueSliced(unit, position, total, plan.failed, plan.produce());
-  }
+    queueWhole: queueMapped,
+  });
 
   /**
    * One committed transaction: its changes mapped and queued for appending, and its end LSN

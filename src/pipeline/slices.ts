@@ -28,6 +28,9 @@ export const SLICES_IN_FLIGHT = 4;
 /** Parked records of one unit logged one by one; the rest are counted in one line. */
 const PARKED_LINES_PER_UNIT = 10;
 
+/** Never settles: the durability of a unit a stop interrupted — it is never acknowledged, and the slot sends it again. */
+export const NEVER_DURABLE: Promise<AppendOutcome> = new Promise<AppendOutcome>(() => undefined);
+
 /** Whether a transaction is mapped from a sequence in bounded memory (map-large-unit.ts) rather than held. */
 export function isLargeTransaction(tx: CommittedTransaction): boolean {
   return tx.spilled || tx.changeCount > LARGE_TRANSACTION_CHANGES;
@@ -121,7 +124,7 @@ export async function appendInSlices(deps: SliceDeps, position: SinkPosition, to
   if (!interrupted && batch.length > 0) await queue();
   if (parked > PARKED_LINES_PER_UNIT) deps.log.warn('records parked', { unit: describe(position), parked, logged: PARKED_LINES_PER_UNIT });
   if (!interrupted && offset !== total) throw new Error(`unreachable: ${describe(position)} made ${offset} events for the sink, ${total} planned`);
-  if (interrupted) return { durable: new Promise<AppendOutcome>(() => undefined), slices, parked };
+  if (interrupted) return { durable: NEVER_DURABLE, slices, parked };
   const all = Promise.all(durables).then((): AppendOutcome => ({ appended: sum.appended, skipped: sum.skipped, streams: [], checkpoint: 'none', mode: sum.mode }));
   return { durable: all, slices, parked };
 }

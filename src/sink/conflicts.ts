@@ -69,21 +69,42 @@ export function learnServerLimit(ctx: SinkContext, serverLimit: unknown): void {
   }
 }
 
-/** What remains of `group` after what its stream holds (`known` has its state); throws on a conflict. */
-export async function remainingOf(ctx: SinkContext, group: Group, known: CallStates): Promise<PreparedEvent[]> {
+/**
+ * What remains of `group` after what its stream holds (`known` has its state): the events, or —
+ * when the tail holds the same unit numbered the other way — a promise of them (a read-back).
+ * Throws on a conflict.
+ */
+function remainingNow(ctx: SinkContext, group: Group, known: CallStates): PreparedEvent[] | Promise<PreparedEvent[]> {
   const state = known.get(group.stream)!;
   const plan = remaining(group, state);
   if (plan.kind === 'todo') return plan.events;
   if (plan.kind === 'conflict') throw conflictError(ctx, group.stream, plan.reason, plan.expected, state, group.events[0]!.receipt, known);
-  return remainingById(group, plan.unit, await ctx.states.unitIds(group.stream, plan.unit));
+  return ctx.states.unitIds(group.stream, plan.unit).then((applied) => remainingById(group, plan.unit, applied));
 }
 
-/** {@link remainingOf} for every group (by-id reads in parallel); only groups with something left. */
+/** {@link remainingNow} of one group, as a promise. */
+export async function remainingOf(ctx: SinkContext, group: Group, known: CallStates): Promise<PreparedEvent[]> {
+  return remainingNow(ctx, group, known);
+}
+
+/**
+ * {@link remainingNow} for every group; only groups with something left. Synchronous work for
+ * every group (no promise per group: a call carries hundreds); read-backs, rare, in parallel.
+ */
 export async function remainingGroups(ctx: SinkContext, groups: readonly Group[], known: CallStates): Promise<Group[]> {
-  const todo = await Promise.all(groups.map((group) => remainingOf(ctx, group, known)));
+  const todo: (PreparedEvent[] | Promise<PreparedEvent[]>)[] = [];
+  try {
+    for (const group of groups) todo.push(remainingNow(ctx, group, known));
+  } catch (error) {
+    // A conflict: the read-backs already under way are of no use, and must not fail unheard.
+    for (const events of todo) if (events instanceof Promise) events.catch(() => undefined);
+    throw error;
+  }
+  const reading = todo.some((events) => events instanceof Promise);
+  const settled = reading ? await Promise.all(todo) : (todo as PreparedEvent[][]);
   const plans: Group[] = [];
   groups.forEach((group, i) => {
-    if (todo[i]!.length > 0) plans.push({ stream: group.stream, events: todo[i]! });
+    if (settled[i]!.length > 0) plans.push({ stream: group.stream, events: settled[i]! });
   });
   return plans;
 }

@@ -20,8 +20,6 @@ import v2StreamsPb from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols
 import { createH2GrpcCaller, forEachGrpcMessage, grpcFrame } from './h2-grpc.js';
 import { encodeAppendRequest, type EncodedStreamAppend, type MultiStreamAppendResult } from './v2-append.js';
 
-export { isInsecureConnectionString } from './h2-grpc.js';
-
 const PATH = '/kurrentdb.protocol.v2.streams.StreamsService/AppendSession';
 
 export interface H2AppendTransport {

@@ -12,7 +12,8 @@ import {
   UnavailableError,
   WrongExpectedVersionError,
 } from '@kurrent/kurrentdb-client';
-import { createH2AppendTransport, isInsecureConnectionString } from '../../src/sink/h2-append.js';
+import { createH2AppendTransport } from '../../src/sink/h2-append.js';
+import { isInsecureConnectionString } from '../../src/sink/h2-grpc.js';
 import { appendEncoded, encodeAppendRecordSized, encodeAppendRequest, type EncodedStreamAppend, type MultiStreamAppendResult } from '../../src/sink/v2-append.js';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testing/index.js';
 
