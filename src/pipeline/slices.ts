@@ -22,8 +22,12 @@ import type { Logger } from './logger.js';
 /** Transactions with more changes than this are mapped from a sequence (never held whole), like spilled ones. */
 export const LARGE_TRANSACTION_CHANGES = 10_000;
 
-/** Slices of one unit queued and not yet durable, at most (each call carries one or two). */
-export const SLICES_IN_FLIGHT = 4;
+/**
+ * Slices of one unit queued and not yet durable, at most: one append call's worth (a call carries
+ * up to 2,048 events). Measured on 150,000-row updates killed and replayed: peak RSS 398–411 MiB
+ * with 2, 415–440 MiB with 4, at the same events/s (more than 2 only held more events).
+ */
+export const SLICES_IN_FLIGHT = 2;
 
 /** Parked records of one unit logged one by one; the rest are counted in one line. */
 const PARKED_LINES_PER_UNIT = 10;
