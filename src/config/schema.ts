@@ -120,6 +120,23 @@ export interface LimitsConfig {
   readonly maxCachedStreams?: number;
 }
 
+export interface LifecycleConfig {
+  /**
+   * After a stop (SIGTERM/SIGINT, `assembler.stop()`), the longest wait for appends in flight to
+   * become durable. When it passes, the assembler exits without acknowledging what is not
+   * durable: nothing is lost, the slot sends it again on the next start. Orchestrators usually
+   * allow ~30 s between SIGTERM and SIGKILL; keep this below theirs. Default: 10 000 ms.
+   */
+  readonly drainTimeoutMs?: number;
+  /**
+   * How long start-up keeps retrying a PostgreSQL or KurrentDB it cannot reach (each attempt
+   * logged with the server, its address and the reason) before it gives up with
+   * SOURCE_UNAVAILABLE / DESTINATION_UNAVAILABLE (`run` exits 4). Default: no deadline — retry
+   * until stopped.
+   */
+  readonly startupTimeoutMs?: number;
+}
+
 export interface AssemblerConfig {
   /**
    * The assembler's name: part of every event id, stamped in receipts, and names the
@@ -138,6 +155,8 @@ export interface AssemblerConfig {
   readonly failurePolicy?: FailurePolicyConfig;
   /** Defaults: see each field. */
   readonly limits?: LimitsConfig;
+  /** Stop and start-up. Defaults: see each field. */
+  readonly lifecycle?: LifecycleConfig;
 }
 
 /** Only types the configuration (so an editor can complete it); validation happens in `parseConfig`. */
@@ -176,6 +195,7 @@ export interface ResolvedConfig {
     readonly maxBatchEvents: number;
     readonly maxCachedStreams: number;
   };
+  readonly lifecycle: { readonly drainTimeoutMs: number; readonly startupTimeoutMs: number | null };
   /** Masks the configuration's secrets in texts, log fields and errors. */
   readonly redactor: Redactor;
 }
@@ -261,6 +281,10 @@ const configSchema = z
       })
       .strict()
       .default({ maxInFlightTransactions: 1000, maxInFlightBytes: 64 * MiB, memoryLimitBytes: 64 * MiB, maxConcurrentAppends: 4, maxBatchTransactions: 512, maxBatchEvents: 2048, maxCachedStreams: 100_000 }),
+    lifecycle: z
+      .object({ drainTimeoutMs: positiveInt.default(10_000), startupTimeoutMs: positiveInt.optional() })
+      .strict()
+      .default({ drainTimeoutMs: 10_000 }),
   })
   .strict();
 
@@ -278,6 +302,7 @@ const FIXES: Record<string, string> = {
   'snapshot.mode': "use 'never', 'initial', 'when_needed' or 'initial_only'",
   'failurePolicy.contractViolation': "use 'halt' (default) or 'park'",
   limits: 'use positive integers',
+  lifecycle: 'use positive integers (milliseconds)',
 };
 
 function fixFor(field: string): string {
@@ -401,6 +426,7 @@ export function parseConfig(config: AssemblerConfig, options: ParseConfigOptions
     snapshot: c.snapshot,
     failurePolicy: c.failurePolicy,
     limits: c.limits,
+    lifecycle: { drainTimeoutMs: c.lifecycle.drainTimeoutMs, startupTimeoutMs: c.lifecycle.startupTimeoutMs ?? null },
     redactor: createRedactor([connection, connectionString]),
   };
 }
