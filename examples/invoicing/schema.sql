@@ -1,4 +1,6 @@
 -- The invoicing example domain (the demo's and the tests' schema).
+-- No table is schema-qualified: applied as it is, the tables land in the first schema of the
+-- search_path (`public`); the demo applies it after `SET search_path TO <its own schema>`.
 -- customer.email and customer.card_number are sensitive: no mapper allowlists them, so they
 -- never reach an event, event metadata or a failed record.
 
@@ -45,5 +47,5 @@ create table payment (
 
 -- The invoice-lifecycle mapper declares `before: ['status']` for invoice (it reacts to status
 -- transitions), so PostgreSQL must send old values of non-key columns: mapperRequirements()
--- reports needsOldValues for public.invoice, and the source refuses to start without this.
+-- reports needsOldValues for <schema>.invoice, and the source refuses to start without this.
 alter table invoice replica identity full;

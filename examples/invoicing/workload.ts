@@ -313,6 +313,8 @@ export interface InvoicingWorkloadOptions extends WorkloadPlannerOptions {
   readonly concurrency?: number;
   /** Customers per seed transaction. Default: 100. */
   readonly seedBatchSize?: number;
+  /** The schema holding the invoicing tables (each connection's `search_path`). Default: the connection's own `search_path` (`public`). */
+  readonly schema?: string;
 }
 
 export interface WorkloadRunOptions {
@@ -419,6 +421,7 @@ export function createInvoicingWorkload(options: InvoicingWorkloadOptions): Invo
         client.on('error', () => undefined);
         await client.connect();
         made.push(client);
+        if (options.schema !== undefined) await client.query(`SET search_path TO ${pg.escapeIdentifier(options.schema)}`);
       }
     } catch (error) {
       await Promise.all(made.map((c) => c.end().catch(() => undefined)));

@@ -1,4 +1,5 @@
 import { defineMapper, type EventFor } from '../../../src/mapping/index.js';
+import { declareTable, invoicingTables } from './tables.js';
 import type { EventContracts, InvoiceLineRow, InvoiceRow, InvoicingTables } from './types.js';
 
 type InvoiceEvent = EventFor<EventContracts>;
@@ -11,42 +12,49 @@ type InvoiceEvent = EventFor<EventContracts>;
  * - update to `void` → InvoiceVoided v1 (voidedAt = commit time).
  *
  * Needs the old `status` (REPLICA IDENTITY FULL on invoice). Snapshot records are left to `invoice-import`.
+ * Made for the tables in `schema` (default `public`).
  */
-export const invoiceLifecycle = defineMapper<EventContracts, InvoicingTables>({
-  name: 'invoice-lifecycle',
-  tables: {
-    'public.invoice': {
-      columns: ['id', 'customer_id', 'number', 'status', 'currency', 'total', 'issued_at', 'due_date', 'void_reason'],
-      before: ['status'],
+export function createInvoiceLifecycleMapper(schema = 'public') {
+  const { invoice, invoiceLine } = invoicingTables(schema);
+  return defineMapper<EventContracts, InvoicingTables>({
+    name: 'invoice-lifecycle',
+    tables: {
+      ...declareTable(invoice, {
+        columns: ['id', 'customer_id', 'number', 'status', 'currency', 'total', 'issued_at', 'due_date', 'void_reason'],
+        before: ['status'],
+      }),
+      ...declareTable(invoiceLine, { columns: ['invoice_id', 'line_no', 'description', 'quantity', 'unit_price', 'amount'] }),
     },
-    'public.invoice_line': { columns: ['invoice_id', 'line_no', 'description', 'quantity', 'unit_price', 'amount'] },
-  },
-  map(tx) {
-    if (tx.isSnapshot) return [];
-    const events: InvoiceEvent[] = [];
-    for (const change of tx.changes('public.invoice')) {
-      const invoice = change.after;
-      if (change.op === 'insert' && invoice?.status === 'draft') {
-        events.push({
-          stream: `invoice-${invoice.id}`,
-          type: 'InvoiceDrafted',
-          version: 1,
-          data: { invoiceId: invoice.id, customerId: invoice.customer_id, currency: invoice.currency },
-        });
-      } else if (change.op === 'update' && change.changedFrom('status', 'draft').to('issued')) {
-        events.push(invoiceIssued(change.after, tx.related('public.invoice_line', { invoice_id: change.after.id }), tx.commitTime));
-      } else if (change.op === 'update' && change.changedTo('status', 'void')) {
-        events.push({
-          stream: `invoice-${change.after.id}`,
-          type: 'InvoiceVoided',
-          version: 1,
-          data: { invoiceId: change.after.id, reason: change.after.void_reason, voidedAt: tx.commitTime },
-        });
+    map(tx) {
+      if (tx.isSnapshot) return [];
+      const events: InvoiceEvent[] = [];
+      for (const change of tx.changes(invoice)) {
+        const row = change.after;
+        if (change.op === 'insert' && row?.status === 'draft') {
+          events.push({
+            stream: `invoice-${row.id}`,
+            type: 'InvoiceDrafted',
+            version: 1,
+            data: { invoiceId: row.id, customerId: row.customer_id, currency: row.currency },
+          });
+        } else if (change.op === 'update' && change.changedFrom('status', 'draft').to('issued')) {
+          events.push(invoiceIssued(change.after, tx.related(invoiceLine, { invoice_id: change.after.id }), tx.commitTime));
+        } else if (change.op === 'update' && change.changedTo('status', 'void')) {
+          events.push({
+            stream: `invoice-${change.after.id}`,
+            type: 'InvoiceVoided',
+            version: 1,
+            data: { invoiceId: change.after.id, reason: change.after.void_reason, voidedAt: tx.commitTime },
+          });
+        }
       }
-    }
-    return events;
-  },
-});
+      return events;
+    },
+  });
+}
+
+/** The invoice-lifecycle mapper for the tables in `public`. */
+export const invoiceLifecycle = createInvoiceLifecycleMapper();
 
 function invoiceIssued(invoice: InvoiceRow, lines: readonly InvoiceLineRow[], commitTime: string): InvoiceEvent {
   if (lines.length === 0) {

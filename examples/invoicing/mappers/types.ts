@@ -43,10 +43,13 @@ export interface PaymentRow {
   paid_at: string;
 }
 
-/** The source tables, kysely-style: table → row. */
+/**
+ * The source tables, kysely-style: table → row. Keyed by `<schema>.<table>` for any schema, so
+ * the same types serve the mappers made for `public` and for another schema (see `tables.ts`).
+ */
 export interface InvoicingTables {
-  'public.customer': CustomerRow;
-  'public.invoice': InvoiceRow;
-  'public.invoice_line': InvoiceLineRow;
-  'public.payment': PaymentRow;
+  [table: `${string}.customer`]: CustomerRow;
+  [table: `${string}.invoice`]: InvoiceRow;
+  [table: `${string}.invoice_line`]: InvoiceLineRow;
+  [table: `${string}.payment`]: PaymentRow;
 }
