@@ -1,0 +1,61 @@
+// The demo's options, what it writes to and what it returns: the types its files share.
+import type { RunSummary } from '../../../pipeline/index.js';
+import type { DestinationReport } from '../../../testing/verify-destination.js';
+import type { WorkloadCounts } from './example.js';
+
+export interface DemoOptions {
+  /** Seconds of live workload. Default: 10. */
+  readonly duration: number;
+  /** Workload transactions per second, or `unlimited`. Default: 200. */
+  readonly rate: number | 'unlimited';
+  /** Workload connections. Default: 2. */
+  readonly concurrency: number;
+  /** Workload PRNG seed. Default: 1. */
+  readonly seed: number;
+  /** Customers written before the live workload (with their invoices). Default: 200. */
+  readonly customers: number;
+  /** Administrator connection to an existing database (wal_level=logical). Default: an embedded PostgreSQL 17. */
+  readonly source?: string;
+  /** An existing KurrentDB. Default: the in-memory KurrentDB. */
+  readonly kurrentdb?: string;
+  /** Leave the servers running after the summary, until Ctrl-C. */
+  readonly keep: boolean;
+  /** Also print the assembler's info logs. */
+  readonly verbose: boolean;
+}
+
+export interface DemoIo {
+  /** Writes text as is (lines end with "\n"). */
+  write(text: string): void;
+  /** One line redrawn in place for progress (else plain lines every few seconds). */
+  readonly isTTY: boolean;
+  /** Aborted on Ctrl-C: the demo stops what runs and cleans up. */
+  readonly signal: AbortSignal;
+}
+
+export interface DemoResult {
+  /** True when the destination check holds and no sensitive value reached the destination. */
+  readonly ok: boolean;
+  readonly report: DestinationReport;
+  readonly summary: RunSummary;
+  readonly workload: WorkloadCounts;
+  /** The live workload (after seeding): transactions committed and wall time. */
+  readonly live: LiveWorkload;
+  readonly latency: LatencySummary | null;
+  readonly sensitive: { readonly checkedValues: number; readonly found: number };
+}
+
+export interface LiveWorkload {
+  readonly transactions: number;
+  readonly seconds: number;
+}
+
+export interface LatencySummary {
+  readonly transactions: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
+}
+
+/** Writes one line. */
+export type Say = (line: string) => void;
