@@ -40,3 +40,30 @@ export class ContractViolationHaltError extends EventAssemblerError {
     );
   }
 }
+
+export type UnavailableServer = 'PostgreSQL' | 'KurrentDB';
+
+/**
+ * A server stayed unreachable through start-up until `lifecycle.startupTimeoutMs` passed
+ * (`event-assembler run` exits 4). Nothing was read or written.
+ */
+export class StartupUnavailableError extends EventAssemblerError {
+  declare readonly code: 'SOURCE_UNAVAILABLE' | 'DESTINATION_UNAVAILABLE';
+  declare readonly details: { readonly server: UnavailableServer; readonly address: string; readonly waitedMs: number; readonly reason: string | null };
+  constructor(details: { server: UnavailableServer; address: string; waitedMs: number; reason: string | null }) {
+    super(
+      details.server === 'PostgreSQL' ? 'SOURCE_UNAVAILABLE' : 'DESTINATION_UNAVAILABLE',
+      `${details.server} at ${details.address} stayed unreachable for ${details.waitedMs} ms of start-up (lifecycle.startupTimeoutMs)` +
+        `${details.reason ? `: ${details.reason}` : ''}. Nothing was read or written; start again once it is reachable.`,
+      details,
+    );
+  }
+}
+
+/** PostgreSQL answered at start-up, but with a refusal that waiting does not cure (authentication, unknown database, …). */
+export class SourceConnectionError extends EventAssemblerError {
+  declare readonly code: 'SOURCE_CONNECTION_FAILED';
+  constructor(address: string, reason: string, sqlState: string | null) {
+    super('SOURCE_CONNECTION_FAILED', `PostgreSQL at ${address} refused the capture connection: ${reason}${sqlState ? ` (SQLSTATE ${sqlState})` : ''}`, { server: 'PostgreSQL', address, reason, sqlState });
+  }
+}

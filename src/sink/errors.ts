@@ -12,6 +12,7 @@ export type SinkErrorCode =
   | 'SINK_MULTI_STREAM_UNSUPPORTED'
   | 'SINK_RETRIES_EXHAUSTED'
   | 'SINK_CLOSED'
+  | 'SINK_START_ABORTED'
   | 'SINK_APPEND_FAILED';
 
 /** A base for the sink's errors so callers can `instanceof` the whole stage. */

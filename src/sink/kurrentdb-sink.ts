@@ -18,6 +18,7 @@
  * stream), units.ts (batches → events with receipts → outcomes), multi-stream.ts and
  * per-stream.ts (the two ways of appending), conflicts.ts (what remains, who wrote).
  */
+import { setMaxListeners } from 'node:events';
 import { KurrentDBClient } from '@kurrent/kurrentdb-client';
 import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_grpc_pb.js';
 import { oversized } from './conflicts.js';
@@ -27,6 +28,7 @@ import { createH2AppendTransport } from './h2-append.js';
 import { isInsecureConnectionString } from './h2-grpc.js';
 import { appendMultiStream } from './multi-stream.js';
 import { parseOptions, type KurrentDBSinkOptions, type SinkLogger } from './options.js';
+import { kurrentdbAddress } from './reader-connection.js';
 import { appendStreams, PER_STREAM_CONCURRENCY } from './per-stream.js';
 import { backoffDelay, isTransientError } from './retry.js';
 import { createStreamStates, type CallStates } from './stream-states.js';
@@ -54,6 +56,19 @@ function withTimeout<T>(promise: Promise<T>, ms: number, operation: string): Pro
     timer = setTimeout(() => reject(Object.assign(new Error(`${operation} got no answer within ${ms} ms`), { type: 'deadline-exceeded' })), ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** `promise`, or a rejection as soon as `signal` aborts (the promise is left to settle unobserved). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    promise.catch(() => undefined);
+    return Promise.reject(new Error('aborted'));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const abort = (): void => reject(new Error('aborted'));
+    signal.addEventListener('abort', abort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', abort));
+  });
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -96,7 +111,10 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   const appendTransport = h2 ? 'http2 (one write per call)' : encoded ? 'grpc-js (encoded records)' : 'grpc-js (client)';
   const reader = createTailReader(config.connectionString, client);
   const closing = new AbortController();
+  // Every call in flight waits on it (removed when the call ends): not a leak, however many.
+  setMaxListeners(0, closing.signal);
   let closed = false;
+  const address = kurrentdbAddress(config.connectionString);
   let queue: Promise<unknown> = Promise.resolve();
   /** `appendMany` calls in progress (they run concurrently, on disjoint streams). */
   const inFlightMany = new Set<Promise<unknown>>();
@@ -110,7 +128,8 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     for (;;) {
       if (closed) throw closedError();
       try {
-        const result = await withTimeout(call(), config.timeoutMs, operation);
+        // A close (or an aborted start) ends the wait at once, not after `timeoutMs`.
+        const result = await untilAborted(withTimeout(call(), config.timeoutMs, operation), closing.signal);
         if (attempt > 0) logger.info('kurrentdb sink: destination answered again', { operation, failedAttempts: attempt, ...details });
         stats.attempts = 0;
         stats.state = 'connected';
@@ -134,7 +153,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
           );
         }
         const delayMs = backoffDelay(config.retry, attempt);
-        logger.warn('kurrentdb sink: destination unavailable, retrying', { operation, attempt, delayMs, error: errorMessage(error), ...details });
+        logger.warn('kurrentdb sink: destination unavailable, retrying', { server: 'KurrentDB', address, operation, attempt, delayMs, error: errorMessage(error), ...details });
         await sleep(delayMs, closing.signal);
       }
     }
@@ -197,8 +216,15 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     return result.outcomes;
   }
 
-  // Start-up: learn what the server serves, and say which mode runs.
+  // Start-up: learn what the server serves, and say which mode runs. An aborted start ends the
+  // wait for an unreachable server like a close does.
+  const abortStart = (): void => {
+    closed = true;
+    closing.abort();
+  };
+  options.startSignal?.addEventListener('abort', abortStart, { once: true });
   try {
+    if (options.startSignal?.aborted) abortStart();
     if (config.mode === 'per-stream') {
       logger.info('kurrentdb sink started', { mode: ctx.mode, reason: 'configured', assembler: config.assembler, maxAppendSize: ctx.limit, checkpointStream: config.checkpointStream });
     } else {
@@ -215,10 +241,14 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       logger.info('kurrentdb sink started', { mode: ctx.mode, reason, transport: ctx.mode === 'multi-stream' ? appendTransport : 'grpc-js', assembler: config.assembler, maxAppendSize: ctx.limit, checkpointStream: config.checkpointStream });
     }
   } catch (error) {
+    const aborted = options.startSignal?.aborted === true;
     closed = true;
     h2?.close();
     await Promise.allSettled([client.dispose(), reader.close()]);
+    if (aborted) throw new SinkError('SINK_START_ABORTED', `start-up aborted while waiting for KurrentDB at ${address}`, { address }, { cause: error });
     throw error;
+  } finally {
+    options.startSignal?.removeEventListener('abort', abortStart);
   }
   // The log head is read before the first optimistic append; the first read through a new
   // client's native bridge takes ~0.5 s, so start it now, while the caller finishes starting up.

@@ -60,6 +60,12 @@ export interface KurrentDBSinkOptions {
   /** @default silent */
   readonly logger?: SinkLogger;
   readonly hooks?: SinkHooks;
+  /**
+   * Ends the start-up wait for an unreachable server: when aborted before `createKurrentDBSink`
+   * resolves, it rejects with SINK_START_ABORTED at once (the pipeline aborts it on stop and at
+   * its start-up deadline). Not used after start-up: in-flight appends end with `close()`.
+   */
+  readonly startSignal?: AbortSignal;
 }
 
 export function checkpointStreamName(assembler: string): string {

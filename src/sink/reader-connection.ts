@@ -16,3 +16,8 @@ export function readerConnectionString(connectionString: string): string {
   if (keys.includes('discoveryinterval') || keys.includes('maxdiscoverattempts')) return connectionString;
   return `${base}?${query ? `${query}&` : ''}discoveryInterval=50`;
 }
+
+/** The host:port list of a KurrentDB connection string, for log lines and errors (never its credentials). */
+export function kurrentdbAddress(connectionString: string): string {
+  return /^[a-z+]+:\/\/(?:[^@/]*@)?([^/?]+)/i.exec(connectionString)?.[1] ?? '(unparsed connection string)';
+}

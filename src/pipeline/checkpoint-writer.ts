@@ -1,0 +1,155 @@
+/**
+ * The checkpoint writer: what the slot may forget, and when.
+ *
+ * The coordinator (checkpoint-coordinator.ts) says how far the contiguous durable prefix reaches;
+ * this writes that position to the checkpoint stream (`event-assembler.checkpoint-<name>`) and
+ * only then acknowledges it to the slot — so the slot's confirmed_flush_lsn is never ahead of the
+ * destination's record, which is what the start-up check relies on (DESIGN invariant 7). One
+ * write at a time; while one is in flight the newest target replaces the older. While nothing is
+ * in flight, the received keepalive position is recorded too (an idle checkpoint), so the source
+ * may acknowledge it and the slot does not hold WAL for tables nobody writes.
+ */
+import { EVENT_ASSEMBLER_NAMESPACE, uuidv5 } from '../mapping/index.js';
+import { CHECKPOINT_EVENT_TYPE, checkpointStreamName, type KurrentDBSink, type SinkEvent, type SinkPosition } from '../sink/index.js';
+import type { PostgresSource } from '../source/index.js';
+import { compareLsn, makeSourcePosition } from '../source/position.js';
+import type { Lsn } from '../source/types.js';
+import type { RunControl } from './run-control.js';
+import type { TxPayload } from './types.js';
+
+export type CheckpointTarget = TxPayload & { readonly endLsn: Lsn };
+
+export interface CheckpointWriterDeps {
+  readonly assembler: string;
+  readonly slot: string;
+  readonly control: RunControl;
+  /** The checkpoint stream's writer; `null` with a custom sink (then positions are acknowledged unrecorded). */
+  sink(): KurrentDBSink | null;
+  source(): Pick<PostgresSource, 'acknowledge' | 'status'> | null;
+  /** Transactions registered and not yet durable (an idle checkpoint waits for none). */
+  pending(): number;
+}
+
+export interface CheckpointWriter {
+  /** The durable prefix advanced to `target`: record it, then acknowledge it. */
+  advance(target: CheckpointTarget): void;
+  /** Resolves once no write is in flight and the newest target is recorded and acknowledged. */
+  flush(): Promise<void>;
+  /** Records the received keepalive position while nothing is in flight (the idle timer's tick). */
+  idle(): Promise<void>;
+  /** Records a complete initial snapshot's consistent point (not acknowledged); `timeline` is asked only when it is written. */
+  recordConsistentPoint(lsn: Lsn, systemId: string, timeline: () => Promise<number>): Promise<void>;
+  /** Highest position in the checkpoint stream: the slot is never acknowledged beyond it. */
+  recordedLsn: Lsn | null;
+  /** Last position acknowledged to the slot. */
+  readonly acknowledgedLsn: Lsn | null;
+}
+
+/** The checkpoint record for `target` (its id is deterministic: a replayed write is recognised). */
+export function checkpointEvent(assembler: string, slot: string, target: CheckpointTarget, idle: boolean): { position: SinkPosition; events: SinkEvent[] } {
+  const position = { kind: 'transaction' as const, checkpoint: target.checkpoint, commitLsn: target.commitLsn, xid: target.xid, systemId: target.systemId };
+  return {
+    position,
+    events: [
+      {
+        id: uuidv5(JSON.stringify(['pipeline-checkpoint', assembler, target.systemId, target.endLsn]), EVENT_ASSEMBLER_NAMESPACE),
+        stream: checkpointStreamName(assembler),
+        type: CHECKPOINT_EVENT_TYPE,
+        data: { assembler, position: { ...position, endLsn: target.endLsn, slot, ...(idle ? { idle: true } : {}) } },
+        metadata: { contract: `${CHECKPOINT_EVENT_TYPE}@1`, 'source.checkpoint': target.checkpoint, 'source.endLsn': target.endLsn },
+      },
+    ],
+  };
+}
+
+export function createCheckpointWriter(deps: CheckpointWriterDeps): CheckpointWriter {
+  let recordedLsn: Lsn | null = null;
+  let acknowledgedLsn: Lsn | null = null;
+  let target: CheckpointTarget | null = null;
+  let writing: Promise<void> | null = null;
+
+  const isRecorded = (lsn: Lsn): boolean => recordedLsn !== null && compareLsn(lsn, recordedLsn) <= 0;
+  const recorded = (lsn: Lsn): void => {
+    if (!isRecorded(lsn)) recordedLsn = lsn;
+  };
+
+  function acknowledge(endLsn: Lsn): void {
+    const source = deps.source();
+    // After the drain deadline the source is closing: what is acknowledged stays where it was.
+    if (!source || deps.control.abandoned) return;
+    source.acknowledge(endLsn);
+    acknowledgedLsn = endLsn;
+  }
+
+  /** One write at a time: when it ends (either way) the next target, if any, is written. */
+  function write(record: { position: SinkPosition; events: SinkEvent[] }, onDurable: () => void): Promise<void> {
+    const promise: Promise<void> = deps
+      .sink()!
+      .append(record)
+      .then(onDurable, (error: unknown) => deps.control.fail(error))
+      .finally(() => {
+        // Runs in a later microtask, so `writing` is already this promise.
+        if (writing === promise) writing = null;
+        pump();
+      });
+    writing = promise;
+    return promise;
+  }
+
+  function pump(): void {
+    if (writing || !target) return;
+    const next = target;
+    target = null;
+    if (!deps.sink() || isRecorded(next.endLsn)) {
+      // Nothing to record (a custom sink, or a replay below what is recorded already).
+      acknowledge(next.endLsn);
+      return;
+    }
+    void write(checkpointEvent(deps.assembler, deps.slot, next, false), () => {
+      recorded(next.endLsn);
+      acknowledge(next.endLsn);
+    });
+  }
+
+  return {
+    advance(next) {
+      target = next;
+      pump();
+    },
+    async flush() {
+      for (;;) {
+        pump();
+        const current = writing;
+        if (!current) return;
+        await current;
+      }
+    },
+    async idle() {
+      const source = deps.source();
+      if (!source || !deps.sink() || writing || deps.pending() > 0 || deps.control.stopRequested) return;
+      const s = source.status();
+      if (s.inFlightTransactions > 0 || s.openTransactions > 0 || !s.systemId || s.timeline === null) return;
+      const received = s.receivedLsn;
+      if (received === '0/0' || isRecorded(received)) return;
+      const position = makeSourcePosition({ systemId: s.systemId, timeline: s.timeline, slot: deps.slot, commitLsn: received, xid: 0 });
+      const idleTarget = { tx: null, commitLsn: received, xid: 0, checkpoint: position.checkpoint, systemId: s.systemId, endLsn: received };
+      await write(checkpointEvent(deps.assembler, deps.slot, idleTarget, true), () => recorded(received));
+    },
+    async recordConsistentPoint(lsn, systemId, timeline) {
+      const sink = deps.sink();
+      if (!sink || isRecorded(lsn)) return;
+      const position = makeSourcePosition({ systemId, timeline: await timeline(), slot: deps.slot, commitLsn: lsn, xid: 0 });
+      await sink.append(checkpointEvent(deps.assembler, deps.slot, { tx: null, commitLsn: lsn, xid: 0, checkpoint: position.checkpoint, systemId, endLsn: lsn }, true));
+      recordedLsn = lsn;
+    },
+    get recordedLsn() {
+      return recordedLsn;
+    },
+    set recordedLsn(lsn) {
+      recordedLsn = lsn;
+    },
+    get acknowledgedLsn() {
+      return acknowledgedLsn;
+    },
+  };
+}

@@ -1,0 +1,85 @@
+/**
+ * What a run counts: transactions and events by outcome, parked records, and the commit → durable
+ * lag (last, average, and percentiles over a window). The steps move the counters; `status()`
+ * and the run summary read them.
+ */
+import type { UnitCounts } from './large-units.js';
+
+export interface RunCounts extends UnitCounts {
+  received: number;
+  appended: number;
+  skipped: number;
+}
+
+export interface LagPercentiles {
+  readonly samples: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
+}
+
+export interface RunStats {
+  readonly counts: RunCounts;
+  /** Durable events (written or found applied) by type. */
+  readonly byType: Record<string, number>;
+  /** A transaction committed at `commitTime` (ISO) is durable now. */
+  recordLag(commitTime: string): void;
+  lag(): { readonly lastMs: number | null; readonly avgMs: number | null; readonly percentiles: LagPercentiles | null };
+}
+
+/** Commit → durable samples kept for the percentiles. */
+export const LAG_WINDOW = 10_000;
+
+export function createRunStats(): RunStats {
+  const counts: RunCounts = { received: 0, appended: 0, skipped: 0, parkedTx: 0, sliced: 0, eventsAppended: 0, replaySkipped: 0, mapperFailures: 0, contractViolations: 0 };
+  const window = createLagWindow(LAG_WINDOW);
+  let last: number | null = null;
+  let sum = 0;
+  let n = 0;
+  return {
+    counts,
+    byType: {},
+    recordLag(commitTime) {
+      const commitMs = Date.parse(commitTime);
+      if (!Number.isFinite(commitMs)) return;
+      last = Math.max(0, Date.now() - commitMs);
+      sum += last;
+      n += 1;
+      window.add(last);
+    },
+    lag() {
+      return { lastMs: last, avgMs: n > 0 ? Math.round(sum / n) : null, percentiles: window.percentiles() };
+    },
+  };
+}
+
+/** The last `size` commit → append samples (a ring), with percentiles computed on demand. */
+export function createLagWindow(size: number, now: () => number = Date.now) {
+  const samples: number[] = [];
+  let next = 0;
+  // status() may be polled often: sort at most every 250 ms (and only when samples came in).
+  let cached: LagPercentiles | null = null;
+  let cachedAt = 0;
+  let fresh = false;
+  return {
+    add(ms: number): void {
+      fresh = true;
+      if (samples.length < size) samples.push(ms);
+      else {
+        samples[next] = ms;
+        next = (next + 1) % size;
+      }
+    },
+    percentiles(): LagPercentiles | null {
+      if (samples.length === 0) return null;
+      const at = now();
+      if (cached && (!fresh || at - cachedAt < 250)) return cached;
+      fresh = false;
+      cachedAt = at;
+      const sorted = [...samples].sort((a, b) => a - b);
+      const q = (p: number) => sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!;
+      cached = { samples: sorted.length, p50Ms: Math.round(q(0.5)), p99Ms: Math.round(q(0.99)), maxMs: Math.round(sorted[sorted.length - 1]!) };
+      return cached;
+    },
+  };
+}

@@ -1,0 +1,132 @@
+/**
+ * What the pipeline knows of snapshots during a run — the current generation's progress, the
+ * incremental snapshot running, ad hoc requests, positions pinned for records in flight — and
+ * the delivery of snapshot records to the sink. Shared by the snapshot steps (snapshot-start.ts,
+ * initial-snapshot.ts, snapshot-requests.ts, transaction-router.ts); this file owns its shape.
+ */
+import type { ResolvedConfig } from '../config/schema.js';
+import { canonicalKey } from '../mapping/index.js';
+import type { AppendOutcome } from '../sink/index.js';
+import { isSnapshotFinished, type IncrementalSnapshot, type SnapshotDecision, type SnapshotProgress } from '../source/snapshot/index.js';
+import type { Lsn, SnapshotRecord } from '../source/types.js';
+import type { CheckpointWriter } from './checkpoint-writer.js';
+import type { Logger } from './logger.js';
+import type { RunControl } from './run-control.js';
+import type { PinnedPosition, PipelineSnapshotStore, SnapshotRequestState, StoredSnapshotState } from './snapshot-store.js';
+import type { TransactionHandler } from './transaction-handler.js';
+import type { SnapshotSummary } from './types.js';
+
+export interface SnapshotInfo {
+  readonly action: SnapshotDecision['action'] | 'ad-hoc-snapshot';
+  readonly code: string;
+  readonly reason: string;
+  readonly generation: string | null;
+  readonly consistentPoint: Lsn | null;
+  /** Mode `initial_only`: stop once the snapshot is complete. */
+  readonly stopAfter: boolean;
+}
+
+export interface SnapshotState {
+  /** `null` with a custom sink (no snapshot state is kept) until a snapshot mode needs one. */
+  store: PipelineSnapshotStore | null;
+  /** The store's state, read at start-up in parallel with the sinks' own start-up reads. */
+  stored: Promise<StoredSnapshotState | null> | null;
+  progress: SnapshotProgress | null;
+  incremental: IncrementalSnapshot | null;
+  info: SnapshotInfo | null;
+  /** Ad hoc snapshot requests: queued ones and the ids already taken (saved with the progress). */
+  requests: SnapshotRequestState;
+  /** Source system id for snapshot positions while streaming (set when a snapshot runs). */
+  systemId: string | null;
+  /** An ad hoc generation is being set up (its progress saving): a request arriving meanwhile queues. */
+  adHocStarting: boolean;
+  readonly counts: { rows: number; events: number };
+  /** Sink positions of snapshot records handed to the sink and not yet covered by saved progress (see snapshot-store.ts). */
+  readonly pinned: Map<string, PinnedPosition>;
+  sequence: number;
+  done: boolean;
+}
+
+export function createSnapshotState(): SnapshotState {
+  return {
+    store: null, stored: null, progress: null, incremental: null, info: null, requests: { queued: [], handled: [] },
+    systemId: null, adHocStarting: false, counts: { rows: 0, events: 0 }, pinned: new Map(), sequence: 0, done: false,
+  };
+}
+
+export async function saveSnapshotProgress(state: SnapshotState, progress: SnapshotProgress): Promise<void> {
+  await state.store!.save(progress, state.pinned, state.requests);
+  state.progress = progress;
+}
+
+export function snapshotSummary(state: SnapshotState): SnapshotSummary | null {
+  const info = state.info;
+  if (!info) return null;
+  return {
+    action: info.action, code: info.code, reason: info.reason, generation: info.generation,
+    rows: state.counts.rows, events: state.counts.events,
+    finished: state.done || (state.progress !== null && isSnapshotFinished(state.progress)),
+    consistentPoint: info.consistentPoint,
+  };
+}
+
+const pinKey = (record: SnapshotRecord): string => `${record.table}\u0000${canonicalKey(record.change.key)}`;
+
+/**
+ * Hands snapshot records to the sink (map → validate → lanes, bounded by the lanes' in-flight
+ * limit) and resolves when all are durable. Before the first append their positions are
+ * recorded with the progress, so a record read again after a crash keeps its position and
+ * the sink's receipt recognises it (DESIGN invariant 3). Progress itself is saved by the caller.
+ */
+export async function deliverSnapshotRecords(
+  state: SnapshotState,
+  deps: { readonly control: RunControl; readonly handler: Pick<TransactionHandler, 'handleUnit'> },
+  batch: { readonly records: readonly SnapshotRecord[]; readonly lsn: Lsn; readonly systemId: string; readonly progress: SnapshotProgress },
+): Promise<void> {
+  const { records, lsn, systemId } = batch;
+  if (records.length === 0) return;
+  const positions = records.map((record) => {
+    const key = pinKey(record);
+    let position = state.pinned.get(key);
+    if (!position) {
+      position = { lsn, sequence: ++state.sequence };
+      state.pinned.set(key, position);
+    }
+    return position;
+  });
+  await saveSnapshotProgress(state, batch.progress);
+  const durables: Promise<AppendOutcome>[] = [];
+  for (let i = 0; i < records.length; i++) {
+    const record = records[i]!;
+    const position = positions[i]!;
+    if (deps.control.stopRequested && deps.control.fatal) throw deps.control.fatal;
+    const queued = await deps.handler.handleUnit(
+      record,
+      { kind: 'snapshot', systemId, snapshotGeneration: record.snapshotGeneration, lsn: position.lsn, sequence: position.sequence, table: record.table, key: canonicalKey(record.change.key) },
+      systemId,
+    );
+    if (queued) {
+      durables.push(
+        queued.durable.then((outcome) => {
+          state.counts.events += (outcome?.appended ?? 0) + (outcome?.skipped ?? 0);
+          return outcome;
+        }),
+      );
+    }
+  }
+  state.counts.rows += records.length;
+  await Promise.all(durables);
+  for (const record of records) state.pinned.delete(pinKey(record));
+}
+
+/** What the snapshot steps need from the run. */
+export interface SnapshotDeps {
+  readonly config: ResolvedConfig;
+  readonly log: Logger;
+  readonly control: RunControl;
+  readonly state: SnapshotState;
+  readonly handler: TransactionHandler;
+  readonly checkpoints: Pick<CheckpointWriter, 'recordConsistentPoint'>;
+  /** Mode `initial_only` finished its snapshot while streaming: stop the run (reason `snapshot-done`). */
+  snapshotDone(): void;
+}

@@ -1,0 +1,191 @@
+/**
+ * Transaction handling: the one place a source unit — a committed transaction, or a snapshot
+ * record with its snapshot position — becomes appended events. Map → validate (park or halt) →
+ * queue on the appender's lanes; a committed transaction is also registered with the checkpoint
+ * coordinator, and once it and every one before it are durable the checkpoint writer records
+ * and acknowledges the new prefix.
+ *
+ * Synchronous (no promise per transaction) when the changes are in memory and the appender has
+ * room — the common case; else a promise. A unit of more than SLICED_UNIT_EVENTS events goes in
+ * slices, a large transaction through its change sequence (large-units.ts).
+ */
+import { readChanges, readChangesNow, withChanges, type CommittedTransaction } from '../buffer/index.js';
+import { mapUnit, type AnyMapper, type FailedRecord, type MapResult } from '../mapping/index.js';
+import { SLICED_UNIT_EVENTS, type SinkEvent, type SinkMode, type SinkPosition } from '../sink/index.js';
+import type { Change, ChangeSequence, SourceTransaction, SourceUnit } from '../source/types.js';
+import type { Appender } from './appender.js';
+import type { CheckpointCoordinator } from './checkpoint-coordinator.js';
+import type { CheckpointWriter } from './checkpoint-writer.js';
+import type { ContractCheck } from './contract-check.js';
+import { createLargeUnits, type Queued } from './large-units.js';
+import type { Logger } from './logger.js';
+import type { RunControl } from './run-control.js';
+import type { RunStats } from './run-stats.js';
+import type { TxPayload } from './types.js';
+
+export interface TransactionHandlerDeps {
+  readonly assembler: string;
+  readonly mappers: readonly AnyMapper[];
+  readonly maxInFlightTransactions: number;
+  readonly control: RunControl;
+  readonly stats: RunStats;
+  readonly coordinator: CheckpointCoordinator<TxPayload>;
+  readonly checkpoints: Pick<CheckpointWriter, 'advance'>;
+  readonly log: Logger;
+  appender(): Appender;
+  checkContract(): ContractCheck;
+  mode(): SinkMode | null;
+}
+
+export interface TransactionHandler {
+  /** Maps, validates and queues one unit; gives its durability (`null`: nothing to append). */
+  handleUnit(unit: SourceUnit, position: SinkPosition, sourceIdentity: string): Queued | null | Promise<Queued | null>;
+  /** A committed transaction (changes in memory, or read from its spill file when not given). */
+  handleTransaction(tx: CommittedTransaction, materialized?: Change[]): Promise<void> | undefined;
+  /** A large transaction, mapped from its change sequence (which must stay readable until this resolves). */
+  handleLargeTransaction(tx: CommittedTransaction, sequence: ChangeSequence): Promise<void>;
+}
+
+type QueueUnit = (unit: SourceTransaction, position: SinkPosition, sourceIdentity: string) => Queued | null | Promise<Queued | null>;
+
+const NO_RECORDS: readonly FailedRecord[] = Object.freeze([]);
+
+export function createTransactionHandler(deps: TransactionHandlerDeps): TransactionHandler {
+  const { control, stats, coordinator, log } = deps;
+  const { counts, byType } = stats;
+  const full = (): boolean => deps.appender().inFlight >= deps.maxInFlightTransactions;
+
+  function validateEvents(events: MapResult['events'], unit: SourceUnit): { ok: MapResult['events'][number][]; parked: FailedRecord[] } {
+    const ok: MapResult['events'][number][] = [];
+    const parked: FailedRecord[] = [];
+    const check = deps.checkContract();
+    for (const event of events) {
+      const record = check(event, unit);
+      if (record) parked.push(record);
+      else ok.push(event);
+    }
+    return { ok, parked };
+  }
+
+  function logParked(record: SinkEvent): void {
+    log.warn('record parked', {
+      type: record.type,
+      stream: record.stream,
+      id: record.id,
+      mapper: record.metadata['mapper'] ?? null,
+      commitLsn: record.metadata['source.commitLsn'] ?? null,
+      xid: record.metadata['source.xid'] ?? null,
+      ...(record.type === 'ContractViolation' ? { contract: record.metadata['contract'] ?? null } : {}),
+    });
+  }
+
+  /** A unit's mapped events validated and queued: whole, or in slices when it has more than SLICED_UNIT_EVENTS. */
+  function queueMapped(unit: SourceUnit, position: SinkPosition, mapped: MapResult): Queued | null | Promise<Queued | null> {
+    const total = mapped.events.length + mapped.failed.length;
+    if (total > SLICED_UNIT_EVENTS) return large.queueSliced(unit, position, total, mapped.failed, mapped.events);
+    const { ok, parked } = validateEvents(mapped.events, unit);
+    const failed = mapped.failed.length === 0 && parked.length === 0 ? NO_RECORDS : [...mapped.failed, ...parked];
+    for (const record of failed) logParked(record);
+    counts.mapperFailures += mapped.failed.length;
+    counts.contractViolations += parked.length;
+    const events: SinkEvent[] = failed.length === 0 ? ok : [...ok, ...failed];
+    if (events.length === 0) return null;
+    const queue = (): Queued => {
+      if (control.stopRequested && control.fatal) throw control.fatal;
+      const durable = deps.appender().append({ position, events });
+      return {
+        durable: durable.then((outcome) => {
+          counts.eventsAppended += outcome?.appended ?? 0;
+          counts.replaySkipped += outcome?.skipped ?? 0;
+          for (const e of ok) byType[e.type] = (byType[e.type] ?? 0) + 1;
+          if (failed.length > 0) counts.parkedTx += 1;
+          return outcome;
+        }),
+      };
+    };
+    if (full()) return control.until(deps.appender().whenBelow(deps.maxInFlightTransactions)).then(queue);
+    return queue();
+  }
+
+  const large = createLargeUnits({
+    mappers: deps.mappers,
+    assembler: deps.assembler,
+    log,
+    counts,
+    byType,
+    appender: deps.appender,
+    checkContract: deps.checkContract,
+    mode: deps.mode,
+    stopping: () => control.stopRequested,
+    fatal: () => control.fatal,
+    logParked,
+    queueWhole: queueMapped,
+  });
+
+  function handleUnit(unit: SourceUnit, position: SinkPosition, sourceIdentity: string): Queued | null | Promise<Queued | null> {
+    return queueMapped(unit, position, mapUnit(deps.mappers, unit, { assembler: deps.assembler, sourceIdentity }));
+  }
+
+  /** Registers the transaction with the checkpoint coordinator and queues its unit; synchronous when queueing is. */
+  function registerAndQueue(tx: CommittedTransaction, unit: SourceTransaction, queueUnit: QueueUnit): Promise<void> | undefined {
+    counts.received += 1;
+    const { checkpoint, systemId } = tx.position;
+    const seq = coordinator.received(tx.endLsn, { tx: null, commitLsn: tx.commitLsn, xid: tx.xid, checkpoint, systemId });
+    let queued: Queued | null | Promise<Queued | null>;
+    try {
+      queued = queueUnit(unit, { kind: 'transaction', checkpoint, commitLsn: tx.commitLsn, xid: tx.xid, systemId }, systemId);
+    } catch (error) {
+      coordinator.fail(seq);
+      throw error;
+    }
+    if (queued instanceof Promise) {
+      return queued.then(
+        (q) => afterQueued(tx, seq, q),
+        (error: unknown) => {
+          coordinator.fail(seq);
+          throw error;
+        },
+      );
+    }
+    afterQueued(tx, seq, queued);
+    return undefined;
+  }
+
+  /** A transaction is queued (or had nothing to append): acknowledge it once it and all before it are durable. */
+  function afterQueued(tx: CommittedTransaction, seq: number, queued: Queued | null): void {
+    const done = (): void => {
+      const advanced = coordinator.complete(seq);
+      if (advanced) deps.checkpoints.advance({ ...advanced.payload, endLsn: advanced.endLsn });
+    };
+    if (!queued) {
+      counts.skipped += 1;
+      done();
+      return;
+    }
+    queued.durable.then(
+      () => {
+        counts.appended += 1;
+        stats.recordLag(tx.commitTime);
+        done();
+      },
+      (error: unknown) => {
+        coordinator.fail(seq);
+        control.fail(error);
+      },
+    );
+  }
+
+  function handleTransaction(tx: CommittedTransaction, materialized?: Change[]): Promise<void> | undefined {
+    const changes = materialized ?? readChangesNow(tx);
+    if (changes === null) return readChanges(tx).then((read) => handleTransaction(tx, read));
+    return registerAndQueue(tx, withChanges(tx, changes), handleUnit);
+  }
+
+  return {
+    handleUnit,
+    handleTransaction,
+    async handleLargeTransaction(tx, sequence) {
+      await registerAndQueue(tx, withChanges(tx, sequence), large.mapLarge);
+    },
+  };
+}

@@ -1,0 +1,63 @@
+/**
+ * Which way a transaction from the source goes: straight to the transaction handler (in memory,
+ * no snapshot running — the common case, synchronous), through its change sequence (a large
+ * transaction, spill file released once queued), or through the running incremental snapshot's
+ * watermark window (which may interleave snapshot records). Ad hoc snapshot requests in it are
+ * taken first, so they are durable before the transaction can be acknowledged.
+ */
+import { readChanges, readChangesNow, type CommittedTransaction } from '../buffer/index.js';
+import type { IncrementalSnapshot } from '../source/snapshot/index.js';
+import type { Change, ChangeSequence, SnapshotRecord } from '../source/types.js';
+import { isLargeTransaction } from './slices.js';
+import { hasSnapshotRequest, takeSnapshotRequests } from './snapshot-requests.js';
+import { deliverSnapshotRecords, type SnapshotDeps } from './snapshot-state.js';
+
+/** One transaction from the source, whichever way it has to go; `undefined` when it was handled synchronously. */
+export function routeTransaction(deps: SnapshotDeps, tx: CommittedTransaction): Promise<void> | undefined {
+  const inc = deps.state.incremental;
+  if (inc && deps.state.systemId) return handleWithWindow(deps, tx, inc, deps.state.systemId);
+  if (isLargeTransaction(tx)) return handleLarge(deps, tx);
+  // Small transactions are in memory anyway: look for ad hoc snapshot requests (their own tiny
+  // transactions, see source/snapshot/request.ts) before handing the changes on.
+  const changes = readChangesNow(tx);
+  if (changes === null) return readChanges(tx).then((read) => handleChanges(deps, tx, read));
+  return handleChanges(deps, tx, changes);
+}
+
+function handleChanges(deps: SnapshotDeps, tx: CommittedTransaction, changes: Change[]): Promise<void> | undefined {
+  if (hasSnapshotRequest(changes)) return takeSnapshotRequests(deps, tx, changes).then(() => deps.handler.handleTransaction(tx, changes));
+  return deps.handler.handleTransaction(tx, changes);
+}
+
+/** A large transaction: its spill file (if any) is released once all of it is queued. */
+async function handleLarge(deps: SnapshotDeps, tx: CommittedTransaction): Promise<void> {
+  try {
+    const sequence = tx.sequence();
+    // Requests come in tiny transactions of their own; a large one is read for them only when it holds messages.
+    if (tx.messageCount > 0) await takeSnapshotRequests(deps, tx, sequence);
+    await deps.handler.handleLargeTransaction(tx, sequence);
+  } finally {
+    await tx.release();
+  }
+}
+
+/** While an incremental snapshot runs, every transaction passes its watermark window. */
+async function handleWithWindow(deps: SnapshotDeps, tx: CommittedTransaction, inc: IncrementalSnapshot, systemId: string): Promise<void> {
+  const large = isLargeTransaction(tx);
+  try {
+    const changes: ChangeSequence = large ? tx.sequence() : await readChanges(tx);
+    if (!large || tx.messageCount > 0) await takeSnapshotRequests(deps, tx, changes);
+    let records: SnapshotRecord[] = [];
+    for (const output of inc.window.accept({ xid: tx.xid }, changes)) {
+      if (output.kind === 'transaction') await (large ? deps.handler.handleLargeTransaction(tx, changes) : deps.handler.handleTransaction(tx, changes as Change[]));
+      else if (output.kind === 'snapshot') records.push(output.record);
+      else {
+        await deliverSnapshotRecords(deps.state, deps, { records, lsn: tx.commitLsn, systemId, progress: inc.progress() });
+        records = [];
+        await inc.chunkDurable(output.chunk);
+      }
+    }
+  } finally {
+    if (large) await tx.release();
+  }
+}
