@@ -4,6 +4,7 @@
  * - `postgres-source.ts` — the stage's interface and its wiring;
  * - `source-options.ts` — the options, their defaults and their validation;
  * - `transaction-intake.ts` — messages into the buffer, transactions queued, in flight, deduplicated;
+ * - `message-order.ts` — messages kept in stream order while the buffer waits for the disk;
  * - `backpressure.ts` — when reading pauses and resumes;
  * - `replication.ts` (and `replication/`) — the replication connection, feedback and reconnects.
  */

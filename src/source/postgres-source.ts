@@ -26,6 +26,7 @@ import { createTransactionBuffer, type CommittedTransaction, type TransactionBuf
 import { EventAssemblerError } from '../errors.js';
 import { flowChange, type FlowLimits } from './backpressure.js';
 import { runStartupChecks, type CapturedTable, type StartupCheckReport } from './checks.js';
+import { createMessageOrder } from './message-order.js';
 import { makeSourcePosition, parseLsn } from './position.js';
 import { createRelationRegistry, type RelationRegistry } from './relations.js';
 import { createReplicationStream, type ReplicationSession, type ReplicationStream } from './replication.js';
@@ -111,9 +112,6 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
   let started: Promise<StartupCheckReport | null> | null = null;
   let closing: Promise<void> | null = null;
   let wake: (() => void) | null = null;
-  /** Messages handed to the chain and not yet taken in. */
-  let pending = 0;
-  let chain: Promise<void> = Promise.resolve();
 
   const makePosition = (commitLsn: Lsn, xid: number): SourcePosition => {
     if (!session) throw new Error('no replication session');
@@ -145,23 +143,18 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
   }
 
   function updateFlow(): void {
-    const change = flowChange(reader.paused, intake.inFlightTransactions, intake.inFlightBytes, pending, limits);
+    const change = flowChange(reader.paused, intake.inFlightTransactions, intake.inFlightBytes, order.pending, limits);
     if (change === 'pause') reader.pause();
     else if (change === 'resume') reader.resume();
   }
 
-  /** Runs `work` after everything queued before it; a message counts as pending until it has run. */
-  function enqueue(work: () => Promise<void> | undefined): void {
-    pending += 1;
-    if (pending >= MAX_PENDING_MESSAGES) updateFlow();
-    chain = chain
-      .then(work)
-      .then(undefined, failWith)
-      .finally(() => {
-        pending -= 1;
-        updateFlow();
-      });
-  }
+  const order = createMessageOrder({
+    take: (message, walStart, size) => intake.take(message, walStart, size),
+    failed: () => fatalError !== null,
+    onError: failWith,
+    onFlowCheck: updateFlow,
+    maxPending: MAX_PENDING_MESSAGES,
+  });
 
   const reader: ReplicationStream = createReplicationStream({
     connection,
@@ -181,37 +174,15 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
       }
       session = s;
       state = 'streaming';
-      // Queued (and pending): nothing is taken in on the fast path below before the reset ran.
-      enqueue(() => {
+      // Queued (and pending): nothing is taken in on the hot path (message-order.ts) before the reset ran.
+      order.after(() => {
         intake.resetForSession();
         return undefined;
       });
     },
-    onMessage(message, walStart, size) {
-      if (pending === 0) {
-        // The hot path: nothing is queued before this message (so order holds), and the buffer
-        // takes it in at once unless it has to wait for the disk — no promise per message.
-        if (fatalError) return;
-        let wait: Promise<void> | undefined;
-        try {
-          wait = intake.take(message, walStart, size);
-        } catch (error) {
-          failWith(error);
-          return;
-        }
-        if (wait === undefined) {
-          if (message.tag === 'commit' || message.tag === 'stream-commit') updateFlow();
-          return;
-        }
-        // Its failure is handled now (not when the chain gets to it); what comes next waits for it.
-        const waiting = wait.then(undefined, failWith);
-        enqueue(() => waiting);
-        return;
-      }
-      enqueue(() => (fatalError ? undefined : intake.take(message, walStart, size)));
-    },
+    onMessage: (message, walStart, size) => order.push(message, walStart, size),
     isIdle() {
-      return pending === 0 && intake.inFlightTransactions === 0 && intake.openTransactions === 0;
+      return order.pending === 0 && intake.inFlightTransactions === 0 && intake.openTransactions === 0;
     },
     idleLimit() {
       const limit = options.idleAcknowledgeLimit?.() ?? null;
@@ -286,7 +257,7 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
         if (state !== 'failed') state = 'closed';
         signal();
         await reader.close();
-        await chain.catch(() => {});
+        await order.drained();
         await started?.catch(() => {});
         await intake.close();
         state = fatalError ? 'failed' : 'closed';
