@@ -1,6 +1,10 @@
+/**
+ * From a committed transaction to what a mapper sees: its changes read into memory (or taken
+ * without waiting when it is held in memory), or its header joined with a change sequence.
+ */
 import type { Change, ChangeSequence, SourceTransaction } from '../source/types.js';
-import type { CommittedTransaction } from './index.js';
-import { InMemoryTransaction } from './transaction-buffer.js';
+import type { CommittedTransaction } from './types.js';
+import { InMemoryTransaction } from './committed-transaction.js';
 
 /** The mapper-facing transaction: `tx`'s header with its `changes` (in memory, or a sequence read from disk). */
 export function withChanges(tx: CommittedTransaction, changes: ChangeSequence): SourceTransaction {

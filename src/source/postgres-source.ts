@@ -1,0 +1,269 @@
+/**
+ * The PostgreSQL source: start-up checks, the replication stream and the transaction intake
+ * wired together behind the stage's interface — PostgreSQL logical replication in, complete
+ * committed transactions out, acknowledged by the consumer.
+ *
+ * ```ts
+ * const source = createPostgresSource({ connection, slot, publication, tables });
+ * for await (const tx of source.transactions()) {
+ *   await handOff(tx);            // durably downstream (KurrentDB)
+ *   source.acknowledge(tx);       // only now may the slot forget it
+ *   await tx.release();
+ * }
+ * ```
+ *
+ * Acknowledgement is cumulative: `acknowledge(tx)` declares `tx` and every transaction
+ * received before it durable. The slot's confirmed_flush_lsn never moves past that point;
+ * after a crash the server re-sends everything not acknowledged (replays are expected).
+ *
+ * Within one source instance each transaction is handed out once: after a lost connection
+ * the reader resumes at the durable position, the server re-sends what was not acknowledged,
+ * and copies of transactions already taken in (queued or handed out, still awaiting their
+ * acknowledgement) are dropped. A new instance (a restart) gets every unacknowledged one again.
+ */
+import pg from 'pg';
+import { createTransactionBuffer, type CommittedTransaction, type TransactionBuffer } from '../buffer/index.js';
+import { EventAssemblerError } from '../errors.js';
+import { flowChange, type FlowLimits } from './backpressure.js';
+import { runStartupChecks, type CapturedTable, type StartupCheckReport } from './checks.js';
+import { createMessageOrder } from './message-order.js';
+import { makeSourcePosition, parseLsn } from './position.js';
+import { createRelationRegistry, type RelationRegistry } from './relations.js';
+import { createReplicationStream, type ReplicationSession, type ReplicationStream } from './replication.js';
+import { parsePostgresSourceOptions, SourceConfigError, type ParsedOptions, type PostgresSourceOptions } from './source-options.js';
+import { createTransactionIntake } from './transaction-intake.js';
+import type { Lsn, SourcePosition } from './types.js';
+
+export type SourceState = 'new' | 'starting' | 'streaming' | 'reconnecting' | 'failed' | 'closed';
+
+export interface SourceStatus {
+  readonly state: SourceState;
+  /** Highest WAL position seen from the server. */
+  readonly receivedLsn: Lsn;
+  /** What the slot is told is durable (never more than downstream acknowledged, or an idle keepalive position). */
+  readonly durableLsn: Lsn;
+  /** Committed transactions received and not yet acknowledged (queued or handed out). */
+  readonly inFlightTransactions: number;
+  readonly inFlightBytes: number;
+  /** Transactions begun (or streamed) and not yet committed. */
+  readonly openTransactions: number;
+  readonly paused: boolean;
+  readonly reconnects: number;
+  readonly systemId: string | null;
+  readonly timeline: number | null;
+  readonly lastError: Error | null;
+}
+
+export interface PostgresSource {
+  /** Runs the start-up checks and starts streaming. Called by `transactions()` when needed. */
+  start(): Promise<StartupCheckReport | null>;
+  /** Complete transactions in commit order. One consumer. Ends after `close()`; throws on a fatal error. */
+  transactions(): AsyncIterable<CommittedTransaction>;
+  /**
+   * The next transaction if one is queued now, else `null` (then wait with `transactions()`).
+   * For the same consumer, between — never during — its waits on the iterator: a queue of
+   * transactions is taken without a promise each.
+   */
+  takeNow(): CommittedTransaction | null;
+  /** `tx` (or everything up to the end LSN) is durable downstream; so is every earlier transaction. */
+  acknowledge(target: Pick<CommittedTransaction, 'endLsn'> | Lsn): void;
+  status(): SourceStatus;
+  /** The relation registry (current table shapes). */
+  readonly relations: RelationRegistry;
+  close(): Promise<void>;
+}
+
+/** Pending pushes into the buffer (messages decoded but not yet grouped) before reading pauses. */
+const MAX_PENDING_MESSAGES = 10_000;
+
+/** The start-up checks (tables, replica identity, slot, publication) and the status interval against wal_sender_timeout. */
+async function checkBeforeStreaming(connection: pg.ClientConfig, config: ParsedOptions & { tables: CapturedTable[] }, publications: readonly string[]): Promise<StartupCheckReport> {
+  const client = new pg.Client(connection);
+  await client.connect();
+  try {
+    const report = await runStartupChecks(client, { slot: config.slot, publications, tables: config.tables });
+    // The walsender drops a standby that stays silent for wal_sender_timeout; status
+    // updates are what keeps a paused (backpressured) reader connected.
+    const { rows } = await client.query(`SELECT setting::bigint AS ms FROM pg_catalog.pg_settings WHERE name = 'wal_sender_timeout'`);
+    const timeoutMs = Number((rows[0] as { ms?: string } | undefined)?.ms ?? 0);
+    if (timeoutMs > 0 && config.statusIntervalMs > timeoutMs / 2) {
+      throw new SourceConfigError('statusIntervalMs', `${config.statusIntervalMs} ms is not well below the server's wal_sender_timeout (${timeoutMs} ms); use at most ${Math.floor(timeoutMs / 2)} ms`);
+    }
+    return report;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+export function createPostgresSource(options: PostgresSourceOptions): PostgresSource {
+  const config = parsePostgresSourceOptions(options);
+  const connection: pg.ClientConfig = typeof config.connection === 'string' ? { connectionString: config.connection } : (config.connection as pg.ClientConfig);
+  const publications = typeof config.publication === 'string' ? [config.publication] : config.publication;
+  const relations = createRelationRegistry();
+  for (const t of options.tables) {
+    if (typeof t !== 'string' && t.requiredColumns?.length) relations.requireColumns(t.table, t.requiredColumns);
+  }
+  const limits: FlowLimits = { maxInFlightTransactions: config.maxInFlightTransactions, maxInFlightBytes: config.maxInFlightBytes, maxPendingMessages: MAX_PENDING_MESSAGES };
+
+  let state: SourceState = 'new';
+  let session: ReplicationSession | null = null;
+  let fatalError: Error | null = null;
+  let lastError: Error | null = null;
+  let started: Promise<StartupCheckReport | null> | null = null;
+  let closing: Promise<void> | null = null;
+  let wake: (() => void) | null = null;
+
+  const makePosition = (commitLsn: Lsn, xid: number): SourcePosition => {
+    if (!session) throw new Error('no replication session');
+    return makeSourcePosition({ systemId: session.systemId, timeline: session.timeline, slot: config.slot, commitLsn, xid });
+  };
+  const signal = () => {
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+  const intake = createTransactionIntake({
+    newBuffer: (): TransactionBuffer =>
+      createTransactionBuffer({ memoryLimitBytes: config.memoryLimitBytes, makePosition, relations, ...(config.spillDir ? { spillDir: config.spillDir } : {}) }),
+    onMessage: (message, walStart) => options.onMessage?.(message, walStart),
+    onQueued: signal,
+  });
+
+  function fail(error: Error): void {
+    if (fatalError || state === 'closed') return;
+    fatalError = error;
+    lastError = error;
+    state = 'failed';
+    void reader.close();
+    signal();
+  }
+
+  function failWith(error: unknown): void {
+    fail(error instanceof Error ? error : new Error(String(error)));
+  }
+
+  function updateFlow(): void {
+    const change = flowChange(reader.paused, intake.inFlightTransactions, intake.inFlightBytes, order.pending, limits);
+    if (change === 'pause') reader.pause();
+    else if (change === 'resume') reader.resume();
+  }
+
+  const order = createMessageOrder({
+    take: (message, walStart, size) => intake.take(message, walStart, size),
+    failed: () => fatalError !== null,
+    onError: failWith,
+    onFlowCheck: updateFlow,
+    maxPending: MAX_PENDING_MESSAGES,
+  });
+
+  const reader: ReplicationStream = createReplicationStream({
+    connection,
+    slot: config.slot,
+    publications,
+    protocolVersion: config.protocolVersion,
+    streaming: config.streaming,
+    messages: config.messages,
+    statusIntervalMs: config.statusIntervalMs,
+    feedbackDelayMs: config.feedbackDelayMs,
+    backoff: config.backoff,
+    ...(config.startLsn ? { startLsn: config.startLsn } : {}),
+    onSession(s) {
+      if (session && s.systemId !== session.systemId) {
+        fail(new EventAssemblerError('SOURCE_SYSTEM_CHANGED', `the server's system identifier changed from ${session.systemId} to ${s.systemId}: this is a different database cluster, refusing to continue`, { before: session.systemId, after: s.systemId, slot: config.slot }));
+        return;
+      }
+      session = s;
+      state = 'streaming';
+      // Queued (and pending): nothing is taken in on the hot path (message-order.ts) before the reset ran.
+      order.after(() => {
+        intake.resetForSession();
+        return undefined;
+      });
+    },
+    onMessage: (message, walStart, size) => order.push(message, walStart, size),
+    isIdle() {
+      return order.pending === 0 && intake.inFlightTransactions === 0 && intake.openTransactions === 0;
+    },
+    idleLimit() {
+      const limit = options.idleAcknowledgeLimit?.() ?? null;
+      return limit === null ? null : parseLsn(limit);
+    },
+    onDisconnect(error, delayMs, attempt) {
+      lastError = error;
+      if (state !== 'closed' && state !== 'failed') state = 'reconnecting';
+      options.onReconnect?.(error, delayMs, attempt);
+    },
+    onFatal: fail,
+  });
+
+  async function start(): Promise<StartupCheckReport | null> {
+    if (started) return started;
+    state = 'starting';
+    started = (async () => {
+      const report = config.checks ? await checkBeforeStreaming(connection, config, publications) : null;
+      if ((state as SourceState) === 'closed') return report;
+      reader.start();
+      return report;
+    })();
+    started.catch(failWith);
+    return started;
+  }
+
+  return {
+    start,
+    relations,
+    async *transactions() {
+      void start().catch(() => {});
+      while (true) {
+        const next = intake.shift();
+        if (next) {
+          yield next;
+          continue;
+        }
+        if (fatalError) throw fatalError;
+        if (state === 'closed') return;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+        });
+      }
+    },
+    takeNow() {
+      if (fatalError || state === 'closed') return null;
+      return intake.shift() ?? null;
+    },
+    acknowledge(target) {
+      const lsn = typeof target === 'string' ? target : target.endLsn;
+      intake.acknowledge(lsn);
+      reader.confirm(lsn);
+      updateFlow();
+    },
+    status() {
+      return {
+        state,
+        receivedLsn: reader.receivedLsn,
+        durableLsn: reader.durableLsn,
+        inFlightTransactions: intake.inFlightTransactions,
+        inFlightBytes: intake.inFlightBytes,
+        openTransactions: intake.openTransactions,
+        paused: reader.paused,
+        reconnects: reader.reconnects,
+        systemId: session?.systemId ?? null,
+        timeline: session?.timeline ?? null,
+        lastError,
+      };
+    },
+    close() {
+      closing ??= (async () => {
+        if (state !== 'failed') state = 'closed';
+        signal();
+        await reader.close();
+        await order.drained();
+        await started?.catch(() => {});
+        await intake.close();
+        state = fatalError ? 'failed' : 'closed';
+        signal();
+      })();
+      return closing;
+    },
+  };
+}
