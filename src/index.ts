@@ -58,6 +58,8 @@ export {
   silentLogger,
   RebuildNeededError,
   ContractViolationHaltError,
+  StartupUnavailableError,
+  SourceConnectionError,
   type Assembler,
   type AssemblerDeps,
   type AssemblerStatus,

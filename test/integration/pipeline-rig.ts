@@ -184,6 +184,8 @@ export function writeRigConfig(
     readonly statusIntervalMs?: number;
     /** The `snapshot` field as TypeScript source, e.g. `{ mode: 'initial', chunkSize: 50 }`. */
     readonly snapshot?: string;
+    /** The `lifecycle` field as TypeScript source, e.g. `{ drainTimeoutMs: 2000 }`. */
+    readonly lifecycle?: string;
   },
 ): string {
   const src = (path: string) => pathToFileURL(join(process.cwd(), path)).href;
@@ -199,7 +201,7 @@ export default defineConfig({
   source: { connection: ${ref('CAPTURE_URL')}, slot: '${rig.slots[0]}', publication: '${rig.publication}'${options.statusIntervalMs !== undefined ? `, statusIntervalMs: ${options.statusIntervalMs}` : ''} },
   destination: { connectionString: ${ref('KURRENTDB_URL')} },
   mappers,
-  contracts: { dir: '${join(process.cwd(), 'contracts/invoicing')}' },${options.snapshot ? `\n  snapshot: ${options.snapshot},` : ''}
+  contracts: { dir: '${join(process.cwd(), 'contracts/invoicing')}' },${options.snapshot ? `\n  snapshot: ${options.snapshot},` : ''}${options.lifecycle ? `\n  lifecycle: ${options.lifecycle},` : ''}
 });
 `,
   );

@@ -3,7 +3,7 @@
 import { Command, Option } from 'commander';
 import { ConfigError, ConfigLoadError, loadConfig } from '../../config/index.js';
 import { EventAssemblerError } from '../../errors.js';
-import { createAssembler, createLogger, RebuildNeededError, type LogFormat } from '../../pipeline/index.js';
+import { createAssembler, createLogger, RebuildNeededError, StartupUnavailableError, type LogFormat } from '../../pipeline/index.js';
 
 interface RunFlags {
   config: string;
@@ -17,6 +17,7 @@ export const RUN_EXIT_CODES = {
   fatal: 1,
   config: 2,
   rebuildNeeded: 3,
+  unavailable: 4,
 } as const;
 
 const HELP = `
@@ -57,6 +58,12 @@ default-exports defineConfig({...}):
                  bulk update) is appended in slices of 1,000, in bounded memory: each slice
                  atomic, the transaction not (docs/bulk-transactions.md). maxCachedStreams:
                  stream states kept (0.2–0.3 KB each); beyond it, correct but slower.
+  lifecycle      { drainTimeoutMs: 10000, startupTimeoutMs: none }
+                 drainTimeoutMs: after a stop, the longest wait for in-flight appends;
+                 then exit 0 without acknowledging what is not durable (the slot sends
+                 it again). startupTimeoutMs: how long start-up waits for an unreachable
+                 PostgreSQL or KurrentDB (one log line per attempt: server, address,
+                 reason) before exit 4; default: until stopped.
 
 Example (invoicing.config.ts):
   import { defineConfig } from 'event-assembler';
@@ -84,9 +91,10 @@ What happens:
   is already there: every event ends up exactly once.
 
 On SIGTERM or SIGINT (and when --duration ends): reading stops, in-flight appends are
-drained, the durable position is recorded and acknowledged, connections close, exit 0.
-A second signal exits at once (nothing durable is lost: unacknowledged transactions are
-re-sent on the next start).
+drained (for at most lifecycle.drainTimeoutMs, 10 s by default), the durable position is
+recorded and acknowledged, connections close, exit 0. A stop during start-up — also while
+a server is unreachable — ends the wait at once. A second signal exits at once (nothing
+durable is lost: unacknowledged transactions are re-sent on the next start).
 
 Exit codes:
   0  stopped (signal or --duration)
@@ -96,7 +104,17 @@ Exit codes:
      or the file and line)
   3  rebuild needed: the slot was invalidated, dropped or advanced past what was
      recorded (snapshot.mode 'when_needed' starts a new generation instead)
+  4  a server stayed unreachable for lifecycle.startupTimeoutMs at start-up
+     (SOURCE_UNAVAILABLE: PostgreSQL, DESTINATION_UNAVAILABLE: KurrentDB)
+  130/143  a second SIGINT/SIGTERM: exited without draining
 `;
+
+function exitCodeOf(error: unknown): number {
+  if (error instanceof RebuildNeededError) return RUN_EXIT_CODES.rebuildNeeded;
+  if (error instanceof ConfigError) return RUN_EXIT_CODES.config;
+  if (error instanceof StartupUnavailableError) return RUN_EXIT_CODES.unavailable;
+  return RUN_EXIT_CODES.fatal;
+}
 
 export function register(program: Command): void {
   program
@@ -143,7 +161,7 @@ export function register(program: Command): void {
         await a.run();
         process.exitCode = RUN_EXIT_CODES.stopped;
       } catch (error) {
-        process.exitCode = error instanceof RebuildNeededError ? RUN_EXIT_CODES.rebuildNeeded : error instanceof ConfigError ? RUN_EXIT_CODES.config : RUN_EXIT_CODES.fatal;
+        process.exitCode = exitCodeOf(error);
         if (!(error instanceof EventAssemblerError)) logger.error('unexpected error', { error: error instanceof Error ? { name: error.name, message: error.message, stack: error.stack } : String(error) });
       } finally {
         if (timer) clearTimeout(timer);
