@@ -21,21 +21,11 @@
  */
 import type { SourceTransaction } from '../source/types.js';
 import { declaredChange, visibleChange, type DeclaredChange } from './allowlist.js';
-import type { AnyMapper } from './define-mapper.js';
-import { DIAGNOSIS_MAX_KEYS, type FailedRecord } from './failed-record.js';
-import {
-  checkMapContext,
-  checkMappedEvent,
-  diagnose,
-  eventToAppend,
-  mapperFailedRecord,
-  mapperOutput,
-  sourceMetadata,
-  type EventToAppend,
-  type MapContext,
-} from './map-unit.js';
+import { DIAGNOSIS_MAX_KEYS } from './failed-record.js';
+import { checkMapContext, checkMappedEvent, diagnose, eventToAppend, mapperFailedRecord, mapperOutput, sourceMetadata } from './map-unit.js';
 import { MapperError, MapperPurityError } from './mapper-error.js';
 import { createStreamingView } from './transaction-view.js';
+import type { AnyMapper, EventToAppend, FailedRecord, MapContext } from './types.js';
 
 export interface LargeUnitPlan {
   /** Events the mappers produce in all (parked mappers' excluded): every event's `transaction.count`. */

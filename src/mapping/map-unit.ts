@@ -1,44 +1,13 @@
 import type { SourceUnit } from '../source/types.js';
 import { touchesDeclaredTables, type DeclaredChange, type VisibleChange } from './allowlist.js';
-import type { AnyMapper, MappedEvent } from './define-mapper.js';
 import { canonicalKey, changeEventId, EVENT_ASSEMBLER_NAMESPACE, snapshotEventId, uuidv5 } from './event-id.js';
-import {
-  describeCause,
-  diagnosisKeys,
-  failedRecordsStream,
-  type FailedRecord,
-  type FailureDiagnosis,
-} from './failed-record.js';
+import { describeCause, diagnosisKeys, failedRecordsStream } from './failed-record.js';
 import { MapperConfigError, MapperError, MapperOutputError } from './mapper-error.js';
 import { createTransactionView } from './transaction-view.js';
+import type { AnyMapper, EventToAppend, FailedRecord, FailureDiagnosis, MapContext, MappedEvent, MapResult } from './types.js';
 
-/** Who is mapping: fixed for the life of an assembler; part of every event id. */
-export interface MapContext {
-  /** The assembler's name (configuration), e.g. `invoicing`. */
-  readonly assembler: string;
-  /**
-   * The source system: PostgreSQL's system identifier (IDENTIFY_SYSTEM), which the pipeline
-   * passes. Not the slot: the same history read through another slot (a replay) or through a
-   * failover slot on a promoted standby (same system identifier) must give the same ids.
-   */
-  readonly sourceIdentity: string;
-}
-
-/** An event ready for the sink: deterministic id, standard metadata (flat strings). */
-export interface EventToAppend {
-  readonly id: string;
-  readonly stream: string;
-  readonly type: string;
-  readonly version: number;
-  readonly data: Readonly<Record<string, unknown>>;
-  readonly metadata: Readonly<Record<string, string>>;
-}
-
-export interface MapResult {
-  readonly events: readonly EventToAppend[];
-  /** Failures of mappers whose policy is `park`. */
-  readonly failed: readonly FailedRecord[];
-}
+// The mapping context and result types live in types.ts; re-exported for modules that import them from here.
+export type { EventToAppend, MapContext, MapResult } from './types.js';
 
 /**
  * The standard metadata keys, filled in by the SDK. A mapper's own metadata is merged in but

@@ -1,5 +1,5 @@
 import { EventAssemblerError } from '../errors.js';
-import type { FailureDiagnosis } from './failed-record.js';
+import type { FailureDiagnosis } from './types.js';
 
 /**
  * A mapper threw (or returned something that is not a valid event) and its policy is `halt`:
