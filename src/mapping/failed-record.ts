@@ -1,6 +1,7 @@
 import type { Row } from '../source/types.js';
 import type { VisibleChange } from './allowlist.js';
 import { EVENT_ASSEMBLER_NAMESPACE, uuidv5 } from './event-id.js';
+import { MapperOutputError } from './mapper-error.js';
 import type { ContractViolationDiagnosis, DiagnosisKey, EventToAppend, FailedRecord, FailureDiagnosis } from './types.js';
 
 // The failure types live in types.ts; re-exported for modules that import them from here.
@@ -46,6 +47,8 @@ export function diagnosisKeys(visible: readonly VisibleChange[]): { keys: Diagno
 }
 
 export function describeCause(error: unknown): FailureDiagnosis['cause'] {
+  // An invalid event: the record says which event and field, and the fix (all from the mapper's own output).
+  if (error instanceof MapperOutputError) return { name: error.name, message: error.message, code: error.code, output: error.details };
   if (error instanceof Error) {
     const code = (error as { code?: unknown }).code;
     return typeof code === 'string' ? { name: error.name, message: error.message, code } : { name: error.name, message: error.message };

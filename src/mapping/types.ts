@@ -314,7 +314,25 @@ export type FailureDiagnosis = {
   /** Allowlisted keys of the rows the mapper saw (at most `DIAGNOSIS_MAX_KEYS`). */
   readonly keys: readonly DiagnosisKey[];
   readonly keysOmitted: number;
-  readonly cause: { readonly name: string; readonly message: string; readonly code?: string };
+  /** What the mapper threw; for a `MapperOutputError`, `output` says which event and field was wrong. */
+  readonly cause: { readonly name: string; readonly message: string; readonly code?: string; readonly output?: MapperOutputErrorDetails };
+};
+
+/**
+ * What was wrong with a mapper's output (see `MapperOutputError`): every value comes from the
+ * mapper's own output (its event's type and stream, the path of a field), never from a row.
+ */
+// A type alias (not an interface) so it fits EventAssemblerError's `details` record.
+export type MapperOutputErrorDetails = {
+  /** The mapper (`null` when the check ran outside `mapUnit`, e.g. `checkMappedEvents(output)`). */
+  readonly mapper: string | null;
+  /** The event: its index among the mapper's events, its type and stream (`null` when not a string). `null`: the output as a whole. */
+  readonly event: { readonly index: number; readonly type: string | null; readonly stream: string | null } | null;
+  /** The offending field of the event, e.g. `data.lines[2].amount`, `stream`, `metadata["tenant"]`. */
+  readonly path: string;
+  readonly problem: string;
+  /** How to fix it. */
+  readonly hint: string;
 };
 
 export interface ContractViolationDiagnosis {
