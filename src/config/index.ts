@@ -15,13 +15,14 @@
  * ```
  *
  * `defineConfig` only types the object; `parseConfig` (called by `createAssembler`) validates it,
- * resolves `env:` secrets and fills defaults, throwing a {@link ConfigError} that names the field
- * and the fix. `loadConfig(file)` imports a `.ts`/`.js`/`.mjs` config module.
+ * resolves `env:` secrets and fills defaults, throwing one {@link ConfigError} that lists every
+ * problem found (field, problem, fix). `loadConfig(file)` imports a `.ts`/`.js`/`.mjs` config module.
  */
 export {
   defineConfig,
   parseConfig,
   ConfigError,
+  type ConfigErrorDetails,
   SNAPSHOT_MODES_ACCEPTED,
   type AssemblerConfig,
   type ResolvedConfig,
@@ -32,6 +33,7 @@ export {
   type SnapshotConfig,
   type FailurePolicyConfig,
   type LimitsConfig,
+  type LifecycleConfig,
 } from './schema.js';
 export { loadConfig, ConfigLoadError } from './load.js';
 export { redactConnectionString, createRedactor, type Redactor } from './redact.js';

@@ -2,13 +2,14 @@
  * The configuration schema. Defaults live next to each field, in its doc comment; `parseConfig`
  * is the only place that applies them. Every error names the field (dotted path) and the fix.
  */
-import { existsSync } from 'node:fs';
-import { isAbsolute, resolve } from 'node:path';
 import { z } from 'zod';
-import { EventAssemblerError } from '../errors.js';
-import { mapperRequirements, type AnyMapper } from '../mapping/index.js';
+import type { AnyMapper } from '../mapping/index.js';
 import type { PostgresSourceTable } from '../source/index.js';
+import { add, capturedTables, checkMapperNames, contractsDir, FIXES, member, reported, resolveSecret, zodProblem, type Findings } from './checks.js';
+import { ConfigError } from './config-error.js';
 import { createRedactor, type Redactor } from './redact.js';
+
+export { ConfigError, type ConfigErrorDetails } from './config-error.js';
 
 /**
  * A secret-bearing value: a literal, `env:VARIABLE` (read from the environment at start-up), or
@@ -200,19 +201,6 @@ export interface ResolvedConfig {
   readonly redactor: Redactor;
 }
 
-export type ConfigErrorDetails = { readonly field: string; readonly problem: string; readonly fix: string };
-
-/** The configuration is invalid; `field` is the dotted path, the message says what to change. */
-export class ConfigError extends EventAssemblerError {
-  declare readonly code: 'CONFIG_INVALID';
-  declare readonly details: ConfigErrorDetails;
-  readonly field: string;
-  constructor(field: string, problem: string, fix: string) {
-    super('CONFIG_INVALID', `invalid configuration: ${field}: ${problem}${fix ? ` — fix: ${fix}` : ''}`, { field, problem, fix });
-    this.field = field;
-  }
-}
-
 /** Snapshot modes the pipeline runs (all of them). */
 export const SNAPSHOT_MODES_ACCEPTED = ['never', 'initial', 'when_needed', 'initial_only'] as const;
 
@@ -288,121 +276,40 @@ const configSchema = z
   })
   .strict();
 
-/** How to fix a field, by its top-level path (the zod message says what is wrong). */
-const FIXES: Record<string, string> = {
-  name: 'set name to the assembler\'s name, e.g. name: \'invoicing\'',
-  'source.connection': 'set source.connection to env:VARIABLE (a postgres:// URL of the capture role in that environment variable)',
-  'source.slot': 'set source.slot to the slot created by `event-assembler setup`',
-  'source.publication': 'set source.publication to the publication created by `event-assembler setup`',
-  'source.tables': 'leave source.tables out to capture every table the mappers declare, or list schema-qualified tables',
-  'destination.connectionString': 'set destination.connectionString to env:VARIABLE holding e.g. kurrentdb://host:2113?tls=false',
-  'destination.mode': "use 'auto' (default), 'multi-stream' or 'per-stream'",
-  mappers: 'import your mappers (each made with defineMapper) and pass them as mappers: [...]',
-  'contracts.dir': 'set contracts.dir to the directory of your JSON Schema contracts, e.g. contracts/invoicing',
-  'snapshot.mode': "use 'never', 'initial', 'when_needed' or 'initial_only'",
-  'failurePolicy.contractViolation': "use 'halt' (default) or 'park'",
-  limits: 'use positive integers',
-  lifecycle: 'use positive integers (milliseconds)',
-};
-
-function fixFor(field: string): string {
-  for (let path = field; path; path = path.includes('.') ? path.slice(0, path.lastIndexOf('.')) : '') {
-    const fix = FIXES[path.replace(/\.\d+(?=\.|$)/g, '')];
-    if (fix) return fix;
-  }
-  return 'see the field\'s documentation in AssemblerConfig';
-}
-
-function resolveSecret(value: string | (() => string | undefined), field: string): string {
-  let resolved: string | undefined;
-  if (typeof value === 'function') {
-    try {
-      resolved = value();
-    } catch (error) {
-      throw new ConfigError(field, `the function threw: ${error instanceof Error ? error.message : String(error)}`, 'make it return the value (e.g. () => process.env.MY_URL)');
-    }
-    if (typeof resolved !== 'string' || resolved === '') {
-      throw new ConfigError(field, 'the function returned no value (is the environment variable it reads set?)', 'export the environment variable it reads');
-    }
-    return resolved;
-  }
-  const env = /^env:([A-Za-z_][A-Za-z0-9_]*)$/.exec(value);
-  if (!env) {
-    if (value.startsWith('env:')) throw new ConfigError(field, `"${value}" is not env:VARIABLE_NAME`, 'write env: followed by a variable name, e.g. env:CAPTURE_DATABASE_URL');
-    return value;
-  }
-  const name = env[1]!;
-  resolved = process.env[name];
-  if (resolved === undefined || resolved === '') throw new ConfigError(field, `environment variable ${name} is not set`, `export ${name}=<connection string> before starting`);
-  return resolved;
-}
-
 export interface ParseConfigOptions {
   /** Extra directory to resolve a relative `contracts.dir` against (the config file's). Default: none. */
   readonly baseDir?: string;
 }
 
-/** Validates, resolves secrets, applies defaults. Throws {@link ConfigError} naming the first bad field. */
+/**
+ * Validates, resolves secrets, applies defaults. Throws one {@link ConfigError} listing every
+ * problem found (`problems`; `field`/`details`: the first).
+ */
 export function parseConfig(config: AssemblerConfig, options: ParseConfigOptions = {}): ResolvedConfig {
   if (config === null || typeof config !== 'object') {
     throw new ConfigError('(config)', `expected an object, got ${config === null ? 'null' : typeof config}`, 'export default defineConfig({ name, source, destination, mappers, contracts })');
   }
+  const findings: Findings = { problems: [], reported: [] };
   const parsed = configSchema.safeParse(config);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    const field = issue.path.length ? issue.path.map(String).join('.') : '(config)';
-    let problem = issue.message;
-    if (issue.code === 'unrecognized_keys') problem = `unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
-    let value: unknown = config;
-    for (const key of issue.path) value = value !== null && typeof value === 'object' ? (value as Record<PropertyKey, unknown>)[key as PropertyKey] : undefined;
-    if (value === undefined && issue.code !== 'unrecognized_keys') problem = 'is required';
-    throw new ConfigError(issue.code === 'unrecognized_keys' ? `${field === '(config)' ? '' : `${field}.`}${issue.keys[0]}` : field, problem, issue.code === 'unrecognized_keys' ? 'remove it or check its spelling' : fixFor(field));
-  }
-  const c = parsed.data;
-
-  if (!(SNAPSHOT_MODES_ACCEPTED as readonly string[]).includes(c.snapshot.mode)) {
-    throw new ConfigError('snapshot.mode', `'${c.snapshot.mode}' is not a snapshot mode`, FIXES['snapshot.mode']!);
-  }
-
-  const names = new Set<string>();
-  c.mappers.forEach((m, i) => {
-    if (names.has(m.name)) throw new ConfigError(`mappers.${i}`, `two mappers are named "${m.name}"`, 'give each mapper a unique name (names are part of event ids)');
-    names.add(m.name);
-  });
-
-  const requirements = mapperRequirements(c.mappers);
-  let tables: PostgresSourceTable[];
-  if (c.source.tables) {
-    tables = c.source.tables.map((t, i) => {
-      const entry: PostgresSourceTable = typeof t === 'string' ? { table: t } : t;
-      if (!/^[^.]+\.[^.]+$/.test(entry.table)) throw new ConfigError(`source.tables.${i}`, `"${entry.table}" is not schema-qualified`, `write it as public.${entry.table}`);
-      const req = requirements[entry.table];
-      return {
-        table: entry.table,
-        needsOldValues: entry.needsOldValues ?? req?.needsOldValues ?? false,
-        requiredColumns: entry.requiredColumns ?? req?.columns ?? [],
-      };
-    });
-    const listed = new Set(tables.map((t) => t.table));
-    for (const [table, req] of Object.entries(requirements)) {
-      if (!listed.has(table)) throw new ConfigError('source.tables', `${table} is read by mapper(s) ${req.mappers.join(', ')} but not captured`, `add "${table}" to source.tables, or leave source.tables out`);
+    for (const issue of parsed.error.issues) {
+      const problem = zodProblem(config, issue);
+      findings.problems.push(problem);
+      findings.reported.push(problem.field);
     }
-  } else {
-    tables = Object.entries(requirements).map(([table, req]) => ({ table, needsOldValues: req.needsOldValues, requiredColumns: [...req.columns] }));
-    if (tables.length === 0) throw new ConfigError('mappers', 'the mappers declare no tables', 'declare tables in each mapper (tables: { "public.x": { columns: [...] } })');
+  } else if (!(SNAPSHOT_MODES_ACCEPTED as readonly string[]).includes(parsed.data.snapshot.mode)) {
+    add(findings, 'snapshot.mode', `'${parsed.data.snapshot.mode}' is not a snapshot mode`, FIXES['snapshot.mode']!);
   }
-
-  const connection = resolveSecret(c.source.connection, 'source.connection');
-  const connectionString = resolveSecret(c.destination.connectionString, 'destination.connectionString');
-
-  let dir = c.contracts.dir;
-  if (!isAbsolute(dir)) {
-    const candidates = [resolve(process.cwd(), dir), ...(options.baseDir ? [resolve(options.baseDir, dir)] : [])];
-    dir = candidates.find((d) => existsSync(d)) ?? candidates[0]!;
-    if (!existsSync(dir)) throw new ConfigError('contracts.dir', `directory ${candidates.join(' (or ') + (candidates.length > 1 ? ')' : '')} does not exist`, FIXES['contracts.dir']!);
-  } else if (!existsSync(dir)) {
-    throw new ConfigError('contracts.dir', `directory ${dir} does not exist`, FIXES['contracts.dir']!);
-  }
+  // The checks zod cannot make, on the configuration as given (parsed or not).
+  const given = config as unknown as Record<string, unknown>;
+  checkMapperNames(given['mappers'], findings);
+  const mappers = Array.isArray(given['mappers']) && !reported(findings, 'mappers') ? (given['mappers'] as AnyMapper[]) : null;
+  const tables = capturedTables(member(given['source'], 'tables'), mappers, findings);
+  const connection = resolveSecret(member(given['source'], 'connection'), 'source.connection', findings);
+  const connectionString = resolveSecret(member(given['destination'], 'connectionString'), 'destination.connectionString', findings);
+  const dir = contractsDir(member(given['contracts'], 'dir'), options, findings);
+  if (!parsed.success || findings.problems.length > 0 || connection === null || connectionString === null || dir === null) throw ConfigError.of(findings.problems);
+  const c = parsed.data;
 
   return {
     name: c.name,

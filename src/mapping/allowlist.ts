@@ -1,5 +1,5 @@
 import type { Change, QualifiedTable, ReadChange, Row, RowChange, SourceUnit } from '../source/types.js';
-import type { TableAllowlist } from './define-mapper.js';
+import type { TableAllowlist } from './types.js';
 
 /**
  * The allowlist filter: turns a source unit into what one mapper may see. Runs BEFORE `map`,

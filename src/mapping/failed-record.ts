@@ -1,7 +1,11 @@
-import type { QualifiedTable, Row } from '../source/types.js';
+import type { Row } from '../source/types.js';
 import type { VisibleChange } from './allowlist.js';
 import { EVENT_ASSEMBLER_NAMESPACE, uuidv5 } from './event-id.js';
-import type { EventToAppend } from './map-unit.js';
+import { MapperOutputError } from './mapper-error.js';
+import type { ContractViolationDiagnosis, DiagnosisKey, EventToAppend, FailedRecord, FailureDiagnosis } from './types.js';
+
+// The failure types live in types.ts; re-exported for modules that import them from here.
+export type { ContractViolationDiagnosis, DiagnosisKey, FailedRecord, FailedRecordType, FailureDiagnosis } from './types.js';
 
 /**
  * Failed records: what a `park` policy writes instead of stopping the line. Nothing is ever
@@ -21,58 +25,8 @@ export function failedRecordsStream(assembler: string): string {
   return `event-assembler.failed-${assembler}`;
 }
 
-export type FailedRecordType = 'MapperFailed' | 'ContractViolation';
-
-/** A row identity in a diagnosis: allowlisted key columns only, JSON-safe values. */
-export interface DiagnosisKey {
-  readonly table: QualifiedTable;
-  readonly op: VisibleChange['op'];
-  readonly key: Readonly<Record<string, unknown>>;
-}
-
 /** How many row keys a diagnosis lists; the rest are counted in `keysOmitted`. */
 export const DIAGNOSIS_MAX_KEYS = 20;
-
-/** Everything needed to find and act on a mapper failure. */
-// A type alias (not an interface) so it fits EventAssemblerError's `details` record.
-export type FailureDiagnosis = {
-  readonly assembler: string;
-  readonly mapper: string;
-  readonly origin: 'change' | 'snapshot';
-  /** Source position of the transaction (`null` for snapshot records). */
-  readonly position: { readonly checkpoint: string; readonly commitLsn: string; readonly xid: number; readonly commitTime: string } | null;
-  readonly snapshotGeneration: string | null;
-  /** Tables the mapper saw in this unit. */
-  readonly tables: readonly QualifiedTable[];
-  /** Allowlisted keys of the rows the mapper saw (at most {@link DIAGNOSIS_MAX_KEYS}). */
-  readonly keys: readonly DiagnosisKey[];
-  readonly keysOmitted: number;
-  readonly cause: { readonly name: string; readonly message: string; readonly code?: string };
-};
-
-export interface ContractViolationDiagnosis {
-  readonly event: {
-    readonly id: string;
-    readonly stream: string;
-    readonly type: string;
-    readonly version: number;
-    readonly contract: string;
-    readonly data: Readonly<Record<string, unknown>>;
-  };
-  readonly violations: readonly { readonly path: string; readonly message: string }[];
-  readonly mapper: string | null;
-}
-
-export interface FailedRecord {
-  /** {@link failedRecordsStream} of the assembler. */
-  readonly stream: string;
-  /** Deterministic (UUIDv5), so a replayed failure is recognised like a replayed event. */
-  readonly id: string;
-  readonly type: FailedRecordType;
-  readonly data: FailureDiagnosis | ContractViolationDiagnosis;
-  /** Flat string values, like event metadata. */
-  readonly metadata: Readonly<Record<string, string>>;
-}
 
 /** Makes a row value JSON-safe for a diagnosis (bigint → decimal string, bytes → `\x…` hex). */
 export function jsonSafe(value: unknown): unknown {
@@ -93,6 +47,8 @@ export function diagnosisKeys(visible: readonly VisibleChange[]): { keys: Diagno
 }
 
 export function describeCause(error: unknown): FailureDiagnosis['cause'] {
+  // An invalid event: the record says which event and field, and the fix (all from the mapper's own output).
+  if (error instanceof MapperOutputError) return { name: error.name, message: error.message, code: error.code, output: error.details };
   if (error instanceof Error) {
     const code = (error as { code?: unknown }).code;
     return typeof code === 'string' ? { name: error.name, message: error.message, code } : { name: error.name, message: error.message };

@@ -21,21 +21,12 @@
  */
 import type { SourceTransaction } from '../source/types.js';
 import { declaredChange, visibleChange, type DeclaredChange } from './allowlist.js';
-import type { AnyMapper } from './define-mapper.js';
-import { DIAGNOSIS_MAX_KEYS, type FailedRecord } from './failed-record.js';
-import {
-  checkMapContext,
-  checkMappedEvent,
-  diagnose,
-  eventToAppend,
-  mapperFailedRecord,
-  mapperOutput,
-  sourceMetadata,
-  type EventToAppend,
-  type MapContext,
-} from './map-unit.js';
+import { DIAGNOSIS_MAX_KEYS } from './failed-record.js';
+import { checkMappedEvent, mapperOutput, type CheckedEvent } from './check-mapped-event.js';
+import { checkMapContext, diagnose, eventToAppend, mapperFailedRecord, sourceMetadata } from './map-unit.js';
 import { MapperError, MapperPurityError } from './mapper-error.js';
 import { createStreamingView } from './transaction-view.js';
+import type { AnyMapper, EventToAppend, FailedRecord, MapContext } from './types.js';
 
 export interface LargeUnitPlan {
   /** Events the mappers produce in all (parked mappers' excluded): every event's `transaction.count`. */
@@ -75,8 +66,8 @@ export function* planLargeUnit(mappers: readonly AnyMapper[], unit: SourceTransa
     if (seen.count === 0 && !seen.truncated) continue;
     let count = 0;
     try {
-      for (const event of mapperOutput(mapper.map(createStreamingView(unit, mapper.tables)))) {
-        checkMappedEvent(event, count);
+      for (const event of mapperOutput(mapper.map(createStreamingView(unit, mapper.tables)), mapper.name)) {
+        checkMappedEvent(event, count, mapper.name);
         count += 1;
         if (count % step === 0) yield;
       }
@@ -108,7 +99,7 @@ export function* planLargeUnit(mappers: readonly AnyMapper[], unit: SourceTransa
           }
           if (next.done) break;
           if (ordinal >= count) throw new MapperPurityError(mapper.name, `events[${ordinal}]`, `${count} events in all`, 'more events');
-          yield eventToAppend(unit, context, mapper.name, source, checkMappedEvent(next.value, ordinal), ordinal, index, total);
+          yield eventToAppend(unit, context, mapper.name, source, recheck(mapper.name, next.value, ordinal), ordinal, index, total);
           ordinal += 1;
           index += 1;
         }
@@ -116,6 +107,15 @@ export function* planLargeUnit(mappers: readonly AnyMapper[], unit: SourceTransa
       }
     },
   };
+}
+
+/** An event of the producing run, checked again: the counting run found it valid, so a problem now is a difference between the runs. */
+function recheck(mapper: string, event: unknown, ordinal: number): CheckedEvent {
+  try {
+    return checkMappedEvent(event, ordinal, mapper);
+  } catch (error) {
+    throw new MapperPurityError(mapper, `events[${ordinal}]`, 'a valid event', `an invalid one: ${error instanceof Error ? error.message : String(error)}`);
+  }
 }
 
 /** The mapper's events on the producing run (a throw of `map` itself is the purity error of its first event). */

@@ -1,44 +1,14 @@
 import type { SourceUnit } from '../source/types.js';
 import { touchesDeclaredTables, type DeclaredChange, type VisibleChange } from './allowlist.js';
-import type { AnyMapper, MappedEvent } from './define-mapper.js';
+import { checkMappedEvents, type CheckedEvent } from './check-mapped-event.js';
 import { canonicalKey, changeEventId, EVENT_ASSEMBLER_NAMESPACE, snapshotEventId, uuidv5 } from './event-id.js';
-import {
-  describeCause,
-  diagnosisKeys,
-  failedRecordsStream,
-  type FailedRecord,
-  type FailureDiagnosis,
-} from './failed-record.js';
-import { MapperConfigError, MapperError, MapperOutputError } from './mapper-error.js';
+import { describeCause, diagnosisKeys, failedRecordsStream } from './failed-record.js';
+import { MapperConfigError, MapperError } from './mapper-error.js';
 import { createTransactionView } from './transaction-view.js';
+import type { AnyMapper, EventToAppend, FailedRecord, FailureDiagnosis, MapContext, MapResult } from './types.js';
 
-/** Who is mapping: fixed for the life of an assembler; part of every event id. */
-export interface MapContext {
-  /** The assembler's name (configuration), e.g. `invoicing`. */
-  readonly assembler: string;
-  /**
-   * The source system: PostgreSQL's system identifier (IDENTIFY_SYSTEM), which the pipeline
-   * passes. Not the slot: the same history read through another slot (a replay) or through a
-   * failover slot on a promoted standby (same system identifier) must give the same ids.
-   */
-  readonly sourceIdentity: string;
-}
-
-/** An event ready for the sink: deterministic id, standard metadata (flat strings). */
-export interface EventToAppend {
-  readonly id: string;
-  readonly stream: string;
-  readonly type: string;
-  readonly version: number;
-  readonly data: Readonly<Record<string, unknown>>;
-  readonly metadata: Readonly<Record<string, string>>;
-}
-
-export interface MapResult {
-  readonly events: readonly EventToAppend[];
-  /** Failures of mappers whose policy is `park`. */
-  readonly failed: readonly FailedRecord[];
-}
+// The mapping context and result types live in types.ts; re-exported for modules that import them from here.
+export type { EventToAppend, MapContext, MapResult } from './types.js';
 
 /**
  * The standard metadata keys, filled in by the SDK. A mapper's own metadata is merged in but
@@ -69,10 +39,6 @@ function hasNoKeys(object: object): boolean {
   for (const _ in object) return false;
   return true;
 }
-
-/** Metadata prefixes a mapper may not use: `$` is KurrentDB's (`$correlationId`, `$schema.*`), `receipt.` the sink's. */
-export const RESERVED_METADATA_PREFIXES: readonly string[] = ['$', 'receipt.'];
-const RESERVED_PREFIXES = RESERVED_METADATA_PREFIXES;
 
 /**
  * The transaction identity shared by all events of one source unit (`$correlationId`):
@@ -144,96 +110,6 @@ export function diagnose(unit: SourceUnit, scope: DiagnosisScope, context: MapCo
     keysOmitted: Math.max(0, scope.total - keys.length),
     cause: describeCause(error),
   };
-}
-
-function checkJsonValue(value: unknown, path: string): void {
-  switch (typeof value) {
-    case 'string':
-    case 'boolean':
-      return;
-    case 'number':
-      if (!Number.isFinite(value)) throw new MapperOutputError(`${path} is ${value}; JSON has no such number`);
-      return;
-    case 'bigint':
-      throw new MapperOutputError(`${path} is a bigint; convert it (String(value)) — JSON has no bigint`);
-    case 'symbol':
-      throw new MapperOutputError(`${path} is a symbol (an unchanged TOAST value?); check isUnchangedToast() before using the column`);
-    case 'undefined':
-      throw new MapperOutputError(`${path} is undefined; use null or leave the field out`);
-    case 'function':
-      throw new MapperOutputError(`${path} is a function`);
-  }
-  if (value === null) return;
-  if (Array.isArray(value)) {
-    value.forEach((v, i) => checkJsonValue(v, `${path}[${i}]`));
-    return;
-  }
-  const proto = Object.getPrototypeOf(value);
-  if (proto !== Object.prototype && proto !== null) {
-    throw new MapperOutputError(`${path} is a ${(value as object).constructor?.name ?? 'non-plain object'}; events carry plain JSON (strings for bytes and dates)`);
-  }
-  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-    if (v !== undefined) checkJsonValue(v, `${path}.${k}`);
-  }
-}
-
-export interface CheckedEvent {
-  readonly event: MappedEvent;
-  readonly entity: { readonly type: string; readonly id: string };
-}
-
-/** One event of a mapper's output, checked; throws MapperOutputError naming the offending field. */
-export function checkMappedEvent(event: unknown, i: number): CheckedEvent {
-  const at = `events[${i}]`;
-  if (event === null || typeof event !== 'object') throw new MapperOutputError(`${at} is not an object`);
-  const e = event as Record<string, unknown>;
-  if (typeof e.stream !== 'string' || e.stream === '') throw new MapperOutputError(`${at}.stream must be a non-empty string`);
-  if (typeof e.type !== 'string' || e.type === '') throw new MapperOutputError(`${at}.type must be a non-empty string`);
-  if (typeof e.version !== 'number' || !Number.isSafeInteger(e.version) || e.version < 1) {
-    throw new MapperOutputError(`${at}.version must be a positive integer, got ${String(e.version)}`);
-  }
-  if (e.data === null || typeof e.data !== 'object' || Array.isArray(e.data)) throw new MapperOutputError(`${at}.data must be an object`);
-  checkJsonValue(e.data, `${at}.data`);
-  if (e.metadata !== undefined) {
-    if (e.metadata === null || typeof e.metadata !== 'object' || Array.isArray(e.metadata)) throw new MapperOutputError(`${at}.metadata must be an object`);
-    for (const [k, v] of Object.entries(e.metadata)) {
-      if (typeof v !== 'string') throw new MapperOutputError(`${at}.metadata["${k}"] must be a string (event metadata is flat strings)`);
-      if (RESERVED_PREFIXES.some((p) => k.startsWith(p))) {
-        throw new MapperOutputError(`${at}.metadata["${k}"]: keys starting with ${RESERVED_PREFIXES.map((p) => `"${p}"`).join(' or ')} are reserved (KurrentDB's and the sink's)`);
-      }
-    }
-  }
-  let entity: { type: string; id: string };
-  if (e.entity !== undefined) {
-    const ent = e.entity as Record<string, unknown> | null;
-    if (!ent || typeof ent.type !== 'string' || typeof ent.id !== 'string' || ent.type === '' || ent.id === '') {
-      throw new MapperOutputError(`${at}.entity must be { type, id } with non-empty strings`);
-    }
-    entity = { type: ent.type, id: ent.id };
-  } else {
-    const dash = e.stream.indexOf('-');
-    if (dash <= 0 || dash === e.stream.length - 1) {
-      throw new MapperOutputError(`${at}.stream "${e.stream}" is not of the form <entityType>-<entityId>; name it so or set entity: { type, id }`);
-    }
-    entity = { type: e.stream.slice(0, dash), id: e.stream.slice(dash + 1) };
-  }
-  return { event: e as unknown as MappedEvent, entity };
-}
-
-/** A mapper's output as an iterable of events (an array, a generator, any iterable but a string). */
-export function mapperOutput(output: unknown): Iterable<unknown> {
-  if (Array.isArray(output)) return output;
-  if (output !== null && typeof output === 'object' && typeof (output as Iterable<unknown>)[Symbol.iterator] === 'function') return output as Iterable<unknown>;
-  throw new MapperOutputError(`map must return an array or an iterable of events (return [] for none), got ${output === null ? 'null' : typeof output}`);
-}
-
-/** Validates a mapper's output; throws MapperOutputError naming the offending field. */
-export function checkMappedEvents(output: unknown): CheckedEvent[] {
-  const events = mapperOutput(output);
-  if (Array.isArray(events)) return events.map(checkMappedEvent);
-  const checked: CheckedEvent[] = [];
-  for (const event of events) checked.push(checkMappedEvent(event, checked.length));
-  return checked;
 }
 
 /**
@@ -311,7 +187,7 @@ export function mapUnit(mappers: readonly AnyMapper[], unit: SourceUnit, context
     if (isEmpty) continue;
     let checked: CheckedEvent[];
     try {
-      checked = checkMappedEvents(mapper.map(tx));
+      checked = checkMappedEvents(mapper.map(tx), mapper.name);
     } catch (error) {
       const diagnosis = diagnose(unit, scopeOf(view.visible), context, mapper.name, error);
       if (mapper.onError === 'halt') throw new MapperError(diagnosis, { cause: error });

@@ -1,5 +1,5 @@
 import { EventAssemblerError } from '../errors.js';
-import type { FailureDiagnosis } from './failed-record.js';
+import type { FailureDiagnosis, MapperOutputErrorDetails } from './types.js';
 
 /**
  * A mapper threw (or returned something that is not a valid event) and its policy is `halt`:
@@ -27,13 +27,29 @@ export class MapperConfigError extends EventAssemblerError {
   }
 }
 
-/** A mapper returned something that is not a valid list of events; the message names the field. */
+/**
+ * A mapper returned something that is not a valid event: a value JSON cannot carry (a bigint, a
+ * Date, `undefined`, NaN, a function, …) or a stream name with `undefined`/`null`/`NaN`
+ * interpolated into it. Thrown inside the mapping, so it follows the mapper's `onError` like an
+ * exception of `map`: halt (the `MapperError`'s `cause`) or a `MapperFailed` record whose
+ * `cause.output` holds these details. The message names the mapper, the event (index, type,
+ * stream), the field path and the fix.
+ */
 export class MapperOutputError extends EventAssemblerError {
   declare readonly code: 'MAPPER_OUTPUT_INVALID';
+  declare readonly details: MapperOutputErrorDetails;
 
-  constructor(message: string) {
-    super('MAPPER_OUTPUT_INVALID', message, {});
+  constructor(details: MapperOutputErrorDetails) {
+    super('MAPPER_OUTPUT_INVALID', describeOutputProblem(details), details);
   }
+}
+
+function describeOutputProblem(d: MapperOutputErrorDetails): string {
+  const who = d.mapper === null ? '' : `mapper "${d.mapper}": `;
+  if (d.event === null) return `${who}${d.problem} — fix: ${d.hint}`;
+  const at = `events[${d.event.index}]${d.path.startsWith('(') ? '' : `.${d.path}`}`;
+  const about = [d.event.type === null ? null : `type ${d.event.type}`, d.event.stream === null || d.path === 'stream' ? null : `stream "${d.event.stream}"`].filter((s) => s !== null);
+  return `${who}${at} ${d.problem}${about.length > 0 ? ` (${about.join(', ')})` : ''} — fix: ${d.hint}`;
 }
 
 /** Two runs of a mapper over the same input produced different output (see `checkMapperPurity`). */

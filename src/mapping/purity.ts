@@ -1,5 +1,5 @@
 import type { SourceUnit } from '../source/types.js';
-import type { AnyMapper } from './define-mapper.js';
+import type { AnyMapper } from './types.js';
 import { MapperPurityError } from './mapper-error.js';
 import { createTransactionView } from './transaction-view.js';
 import { firstDifference, valueAt } from './values.js';

@@ -15,7 +15,7 @@ import type {
 } from '../source/types.js';
 import type { AnyMapper } from '../mapping/define-mapper.js';
 import { mapUnit, type EventToAppend, type MapContext, type MapResult } from '../mapping/map-unit.js';
-import { MapperError, MapperPurityError } from '../mapping/mapper-error.js';
+import { MapperError, MapperOutputError, MapperPurityError } from '../mapping/mapper-error.js';
 import { checkMapperPurity } from '../mapping/purity.js';
 
 /**
@@ -193,6 +193,16 @@ function normalize(expected: ExpectedEvent): ExpectedEvent {
   return metadata ? { stream, type, version, data, metadata } : { stream, type, version, data };
 }
 
+/** The MapperError of `mapper` on `unit` when its output is invalid (a MapperOutputError), else undefined. */
+function invalidOutput(mapper: AnyMapper, unit: SourceUnit, context: MapContext): MapperError | undefined {
+  try {
+    mapUnit([{ ...mapper, onError: 'halt' }], unit, context);
+  } catch (error) {
+    if (error instanceof MapperError && error.cause instanceof MapperOutputError) return error;
+  }
+  return undefined;
+}
+
 export function mapperSpec(mapper: AnyMapper, options: MapperSpecOptions = {}, context: MapContext = DEFAULT_CONTEXT): MapperSpec {
   return {
     given: (overrides) => mapperSpec(mapper, options, { ...context, ...overrides }),
@@ -204,7 +214,9 @@ export function mapperSpec(mapper: AnyMapper, options: MapperSpecOptions = {}, c
             checkMapperPurity(mapper, unit);
           } catch (error) {
             // A mapper that fails alike in both runs is pure; mapUnit below reports its failure.
-            if (error instanceof MapperPurityError) throw error;
+            // An invalid event (a function, a new symbol) differs between runs too: its
+            // MapperOutputError, as the pipeline would report it, says more than the difference.
+            if (error instanceof MapperPurityError) throw invalidOutput(mapper, unit, context) ?? error;
           }
         }
         const result = mapUnit([mapper], unit, context);

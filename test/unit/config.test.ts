@@ -109,6 +109,72 @@ describe('parseConfig', () => {
   });
 });
 
+describe('parseConfig: every problem at once', () => {
+  it('a config with three different problems reports all three; field and details stay the first', () => {
+    const error = errorOf(
+      with_((c) => {
+        c['name'] = 'has space';
+        c['destination'].connectionString = 'env:EA_TEST_NOT_SET_KURRENTDB';
+        c['contracts'].dir = 'no/such/dir';
+      }),
+    );
+    expect(error.problems.map((p) => p.field)).toEqual(['name', 'destination.connectionString', 'contracts.dir']);
+    expect(error.field).toBe('name');
+    expect(error.details).toEqual(error.problems[0]);
+    expect(error.problems[1]).toEqual({ field: 'destination.connectionString', problem: 'environment variable EA_TEST_NOT_SET_KURRENTDB is not set', fix: 'export EA_TEST_NOT_SET_KURRENTDB=<connection string> before starting' });
+    const lines = error.message.split('\n');
+    expect(lines[0]).toBe('invalid configuration: 3 problems:');
+    expect(lines.slice(1)).toHaveLength(3);
+    expect(lines[1]).toMatch(/^ {2}- name: must be 1-100 letters.* — fix: /);
+    expect(lines[2]).toMatch(/^ {2}- destination\.connectionString: environment variable EA_TEST_NOT_SET_KURRENTDB is not set — fix: export/);
+    expect(lines[3]).toMatch(/^ {2}- contracts\.dir: directory .*no\/such\/dir does not exist — fix: /);
+  });
+
+  it('both secrets, duplicate mapper names, unqualified and uncaptured tables, the lifecycle section: each reported', () => {
+    const error = errorOf(
+      with_((c) => {
+        c['source'].connection = 'env:EA_TEST_NOT_SET_CAPTURE';
+        c['destination'].connectionString = 'env:EA_TEST_NOT_SET_KURRENTDB';
+        c['mappers'] = [...mappers, mappers[0]];
+        c['source'].tables = ['customer', 'public.invoice'];
+        c['lifecycle'] = { drainTimeoutMs: 0 };
+      }),
+    );
+    expect(error.problems.map((p) => [p.field, p.problem])).toEqual([
+      ['lifecycle.drainTimeoutMs', expect.any(String)],
+      [`mappers.${mappers.length}`, `two mappers are named "${mappers[0]!.name}"`],
+      ['source.tables.0', '"customer" is not schema-qualified'],
+      ['source.tables', expect.stringMatching(/^public\.invoice_line is read by mapper\(s\) .* but not captured$/)],
+      ['source.tables', expect.stringMatching(/^public\.payment is read by mapper\(s\) .* but not captured$/)],
+      ['source.connection', 'environment variable EA_TEST_NOT_SET_CAPTURE is not set'],
+      ['destination.connectionString', 'environment variable EA_TEST_NOT_SET_KURRENTDB is not set'],
+    ]);
+    expect(error.field).toBe('lifecycle.drainTimeoutMs');
+    expect(error.message.split('\n')).toHaveLength(8);
+  });
+
+  it('a field zod reports is not checked again; one problem keeps the one-line message', () => {
+    const error = errorOf(with_((c) => delete c['source'].connection));
+    expect(error.problems).toEqual([{ field: 'source.connection', problem: 'is required', fix: expect.stringContaining('env:VARIABLE') }]);
+    expect(error.message).toBe(`invalid configuration: source.connection: is required — fix: ${error.details.fix}`);
+  });
+
+  it('keeps the lifecycle section and its defaults', () => {
+    expect(parseConfig(base).lifecycle).toEqual({ drainTimeoutMs: 10_000, startupTimeoutMs: null });
+    expect(parseConfig(with_((c) => (c['lifecycle'] = { drainTimeoutMs: 5_000, startupTimeoutMs: 60_000 }))).lifecycle).toEqual({ drainTimeoutMs: 5_000, startupTimeoutMs: 60_000 });
+  });
+
+  it('ConfigError.of builds the error from a list, and refuses an empty one', () => {
+    const error = ConfigError.of([
+      { field: 'a', problem: 'is wrong', fix: 'mend a' },
+      { field: 'b', problem: 'is wrong too', fix: '' },
+    ]);
+    expect(error.field).toBe('a');
+    expect(error.message).toBe('invalid configuration: 2 problems:\n  - a: is wrong — fix: mend a\n  - b: is wrong too');
+    expect(() => ConfigError.of([])).toThrow(TypeError);
+  });
+});
+
 describe('loadConfig', () => {
   const dir = mkdtempSync(join(tmpdir(), 'ea-config-'));
   // An ESM package, like a project using this library (tsx then keeps line numbers via source maps).
