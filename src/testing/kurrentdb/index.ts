@@ -13,10 +13,14 @@
 // ServerFeatures.GetSupportedMethods and the v2 StreamsService.AppendSession (multiStreamAppend).
 // Not served: persistent subscriptions, projections, users, operations, gossip, link resolution.
 //
-// Files: server.ts (lifecycle, fault injection), context.ts (the ordered write path),
-// store.ts (log, stream index, deletes, metadata, reads), check-commit.ts (the append rules),
-// recent-events.ts (the weak-idempotency cache), streams-service.ts / streams-read.ts /
-// streams-v2-service.ts / server-features-service.ts (one per gRPC service), errors.ts (errors as
+// Files: server.ts (lifecycle, fault injection), context.ts (the ordered write path);
+// the store: store.ts (wiring), stream-log.ts (log and stream index), store-append.ts (atomic
+// appends), store-deletes.ts (soft delete, tombstone, undelete), read-stream.ts (what a stream read
+// sees), stream-metadata.ts, store-types.ts, check-commit.ts (the append rules), recent-events.ts
+// (the weak-idempotency cache); the services: streams-service.ts (v1 Streams, wiring) with
+// streams-read.ts / streams-subscribe.ts / streams-append.ts / streams-batch-append.ts /
+// streams-delete.ts (one per RPC), streams-messages.ts / read-messages.ts / event-filter.ts (v1
+// messages in and out), streams-v2-service.ts, server-features-service.ts; errors.ts (errors as
 // the server raises them), proto.ts (the client's generated protocol modules).
 export { startInMemoryKurrentDB } from './server.js';
 export type { InMemoryKurrentDB, InMemoryKurrentDBOptions, StoredEvent } from './server.js';
