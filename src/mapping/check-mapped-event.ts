@@ -62,7 +62,7 @@ function nonJsonPrimitive(value: unknown, inArray: boolean): Found | null {
     case 'undefined':
       return inArray
         ? found('is undefined (an array element; JSON would write null)', `use null, or filter the element out; if it was read from a row, ${HINT_KEY}`)
-        : found('is undefined', `use a string, or leave the key out; if it was read from a row, ${HINT_KEY}`);
+        : found('is undefined (JSON would drop the field)', `use null, or leave the key out; if it was read from a row, ${HINT_KEY}`);
     case 'function':
       return found('is a function; JSON drops it', 'put the value it computes, not the function');
     default:
@@ -103,9 +103,9 @@ function findNonJson(value: object, ancestors: object[]): Found | null {
     }
     for (const key of Object.keys(value)) {
       const v = (value as Record<string, unknown>)[key];
-      // A property set to undefined is a field left out (JSON drops it: the usual way to omit an
-      // optional field); a required one is caught by the contract. An array element is not.
-      if (v === undefined) continue;
+      // A property set to undefined is refused too, though JSON would drop it: it is how a value
+      // read from a missing column (a delete's before-image, a column not allowlisted) slips out
+      // of an event unnoticed when the contract makes it optional. Leave the key out instead.
       bad = findIn(v, false, ancestors);
       if (bad !== null) {
         bad.segments.push(key);

@@ -71,7 +71,7 @@ describe('mapperSpec', () => {
     const error = mapperSpec(parked).when([insert('public.thing', { id: 't1' })]).thenThrows('boom');
     expect(error).toBeInstanceOf(MapperError);
     expect(() => mapperSpec(parked).when([insert('public.thing', { id: 't1' })]).then([])).toThrow(/failed \(parked\): boom/);
-    expect(() => mapperSpec(echo).when([insert('public.thing', { id: 't1' })]).thenThrows()).toThrow(/to throw/);
+    expect(() => mapperSpec(echo).when([insert('public.thing', { id: 't1', v: 1 })]).thenThrows()).toThrow(/to throw/);
   });
 
   it('checks purity by default', () => {

@@ -148,9 +148,16 @@ describe('MapperOutputError: data JSON cannot carry', () => {
     expect(error.message).toContain(' — fix: ');
   });
 
-  it('accepts JSON: strings, finite numbers, booleans, null, nested arrays and objects, null-prototype objects; a property set to undefined is a field left out', () => {
+  it('refuses a property set to undefined (JSON would drop it silently), naming the field', () => {
+    const error = outputErrorOf([ok({ data: { orderId: undefined, status: 'cancelled' } })]);
+    expect(error.details.path).toBe('data.orderId');
+    expect(error.message).toMatch(/is undefined \(JSON would drop the field\)/);
+    expect(error.details.hint).toMatch(/leave the key out/);
+  });
+
+  it('accepts JSON: strings, finite numbers, booleans, null, nested arrays and objects, null-prototype objects', () => {
     const bare = Object.assign(Object.create(null) as object, { k: 'v' });
-    const data = { s: 'x', n: -1.5, z: 0, b: false, nothing: null, list: [1, 'two', [null], { deep: [true] }], bare, omitted: undefined };
+    const data = { s: 'x', n: -1.5, z: 0, b: false, nothing: null, list: [1, 'two', [null], { deep: [true] }], bare };
     const [event] = mapUnit([emitting([ok({ data })])], unit, context).events;
     expect(event!.data).toBe(data);
     expect(JSON.parse(JSON.stringify(event!.data))).toEqual({ s: 'x', n: -1.5, z: 0, b: false, nothing: null, list: [1, 'two', [null], { deep: [true] }], bare: { k: 'v' } });
