@@ -95,7 +95,7 @@ export const noImportCycle = {
         if (circle === null) return;
         const next = circle[0] === file ? file : circle[0];
         const firstHop = first.find((d) => d.target === next);
-        const root = process.cwd();
+        const root = context.cwd;
         const path = [file, ...circle].map((f) => relative(root, f)).join(' → ');
         const declaration = node.body.find(
           (s) => (s.type === 'ImportDeclaration' || s.type === 'ExportNamedDeclaration' || s.type === 'ExportAllDeclaration') && s.source?.value === firstHop?.specifier,
