@@ -38,7 +38,7 @@ describe('the house rules (eslint.config.js)', () => {
   });
 
   it('blank lines and comments do not count towards a function', async () => {
-    const padded = functionOf('padded', 190).replace(/\n  const _a0 = 0;/, `\n${'\n  // a comment\n'.repeat(30)}  const _a0 = 0;`);
+    const padded = functionOf('padded', 190).replace(/\n {2}const _a0 = 0;/, `\n${'\n  // a comment\n'.repeat(30)}  const _a0 = 0;`);
     expect(await lint({ 'padded.ts': padded })).toEqual([]);
   });
 
