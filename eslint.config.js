@@ -16,7 +16,7 @@ export default tseslint.config(
       'no-constant-condition': ['error', { checkLoops: false }],
     },
   },
-  // The house rules for the library and CLI (docs/architecture.md): small functions, small files,
+  // The house rules for the library and CLI (README, "Architecture"): small functions, small files,
   // no import circles. A function's size counts the functions nested in it, so a closure cannot
   // hide a module inside itself; type-only imports count too (lint/no-import-cycle.js), so a circle
   // through types (an index.ts declaring what its own implementation imports back) is caught.
