@@ -72,15 +72,22 @@ function reasonOf(error: unknown): string {
 
 /** host:port of a postgres:// URL or a key=value connection string, for log lines (never its password). */
 export function postgresAddress(connection: string): string {
-  try {
-    const url = new URL(connection);
-    const host = url.searchParams.get('host') ?? url.hostname;
-    return `${host || 'localhost'}:${url.port || url.searchParams.get('port') || '5432'}`;
-  } catch {
-    const host = /(?:^|\s)host=(\S+)/.exec(connection)?.[1] ?? 'localhost';
-    const port = /(?:^|\s)port=(\S+)/.exec(connection)?.[1] ?? '5432';
-    return `${host}:${port}`;
+  if (/^postgres(ql)?:\/\//i.test(connection)) {
+    // A user with no host (`postgres://user:pw@/db?host=/socket/dir`) is no WHATWG URL; pg reads
+    // it as the socket form, so read it with a placeholder host that ?host= then overrides.
+    for (const text of [connection, connection.replace(/@\//, '@localhost/')]) {
+      try {
+        const url = new URL(text);
+        const host = url.searchParams.get('host') ?? url.hostname;
+        return `${host || 'localhost'}:${url.searchParams.get('port') || url.port || '5432'}`;
+      } catch {
+        // next form
+      }
+    }
   }
+  const host = /(?:^|\s)host=(\S+)/.exec(connection)?.[1] ?? 'localhost';
+  const port = /(?:^|\s)port=(\S+)/.exec(connection)?.[1] ?? '5432';
+  return `${host}:${port}`;
 }
 
 /**

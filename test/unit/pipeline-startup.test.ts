@@ -37,6 +37,7 @@ describe('postgresAddress', () => {
     ['a URL with a password', 'postgres://capture:s3cret@db.internal:6543/app', 'db.internal:6543'],
     ['a URL without a port', 'postgresql://capture:s3cret@db.internal/app?sslmode=require', 'db.internal:5432'],
     ['the socket form without a user', 'postgres:///app?host=/var/run/postgresql', '/var/run/postgresql:5432'],
+    ['the socket form with a user and password (no WHATWG URL; pg reads it)', 'postgresql://capture:s3cret@/app?host=/var/run/postgresql', '/var/run/postgresql:5432'],
     ['?host= and ?port= overriding the URL\'s host', 'postgres://capture:s3cret@db.internal/app?host=/tmp&port=5433', '/tmp:5433'],
     ['key=value', 'host=db.internal port=6543 user=capture password=s3cret dbname=app', 'db.internal:6543'],
     ['key=value without host and port', 'user=capture password=s3cret dbname=app', 'localhost:5432'],
