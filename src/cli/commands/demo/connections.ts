@@ -1,17 +1,6 @@
-// PostgreSQL connection helpers for the demo: one short-lived client, a connection string for
-// another role, a connection string fit to print.
-import pg from 'pg';
-
-export async function withClient<T>(connection: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: connection });
-  client.on('error', () => undefined);
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
+// PostgreSQL connection helpers for the demo: one short-lived client (the pipeline's), a
+// connection string for another role, a connection string fit to print.
+export { withClient } from '../../../pipeline/source-queries.js';
 
 export function withUser(connection: string, user: string, password: string): string {
   const url = new URL(connection);
