@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import HeavyFirstSequencer from './test/heavy-first.js';
 
 export default defineConfig({
   test: {
@@ -10,5 +11,6 @@ export default defineConfig({
     // 2-core machines: files run in forks, at most two at a time.
     pool: 'forks',
     maxWorkers: 2,
+    sequence: { sequencer: HeavyFirstSequencer },
   },
 });
