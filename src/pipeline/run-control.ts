@@ -60,6 +60,23 @@ export function createRunControl(log: Logger, redactor: Redactor): RunControl {
     waiters.clear();
   }
 
+  function until<T>(promise: Promise<T>): Promise<T | 'stop'> {
+    if (aborter.signal.aborted) return Promise.resolve('stop');
+    return new Promise<T | 'stop'>((resolve, reject) => {
+      waiters.add(resolve);
+      promise.then(
+        (value) => {
+          waiters.delete(resolve);
+          resolve(value);
+        },
+        (error: unknown) => {
+          waiters.delete(resolve);
+          reject(error);
+        },
+      );
+    });
+  }
+
   return {
     get stopRequested() {
       return stopRequested;
@@ -82,26 +99,11 @@ export function createRunControl(log: Logger, redactor: Redactor): RunControl {
       log.error('assembler: fatal error, stopping', { error: errorInfo(error) });
       requestStop();
     },
-    until<T>(promise: Promise<T>): Promise<T | 'stop'> {
-      if (aborter.signal.aborted) return Promise.resolve('stop');
-      return new Promise<T | 'stop'>((resolve, reject) => {
-        waiters.add(resolve);
-        promise.then(
-          (value) => {
-            waiters.delete(resolve);
-            resolve(value);
-          },
-          (error: unknown) => {
-            waiters.delete(resolve);
-            reject(error);
-          },
-        );
-      });
-    },
+    until,
     async sleep(ms) {
       if (aborter.signal.aborted) return true;
       let timer: ReturnType<typeof setTimeout> | undefined;
-      const done = await this.until(new Promise<void>((resolve) => (timer = setTimeout(resolve, ms))));
+      const done = await until(new Promise<void>((resolve) => (timer = setTimeout(resolve, ms))));
       clearTimeout(timer);
       return done === 'stop';
     },
