@@ -33,6 +33,9 @@ async function prepare(client: pg.ClientBase, tables: StoreTables, projection: P
   await ensureStore(client, tables);
   await client.query('BEGIN');
   try {
+    // Instances starting at once would race on CREATE … IF NOT EXISTS (a duplicate-key error on
+    // pg_type): the projection's setup runs under a lock of its own.
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`event-assembler projection setup ${schema}.${projection.name}`]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
     if (projection.setup) await projection.setup(client, schema);
     await ensureCheckpoint(client, tables, projection.name, partitionKey(projection.partition));

@@ -27,7 +27,7 @@ describe('two instances of one projection partition at once', () => {
     let gate: Promise<void> | null = null;
     const waitForOtherInstance = () =>
       until(async () => {
-        const [row] = await rig.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+        const [row] = await rig.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%projection_checkpoints%FOR UPDATE'`);
         expect(row!.n).toBeGreaterThanOrEqual(1);
       });
     const base = accountsProjection();
