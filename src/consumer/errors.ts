@@ -1,0 +1,68 @@
+// The consumer kit's errors: one code per failure kind, with the context to act on it.
+import { EventAssemblerError } from '../errors.js';
+import type { AllPosition } from './types.js';
+
+export type ProjectionErrorCode = 'PROJECTION_INVALID_DEFINITION' | 'PROJECTION_INVALID_OPTIONS' | 'PROJECTION_CONFLICT' | 'PROJECTION_HANDLER_FAILED';
+
+/** Base of the consumer kit's errors. */
+export class ProjectionError extends EventAssemblerError {
+  declare readonly code: ProjectionErrorCode;
+}
+
+/** A projection definition or runner option is wrong; the message names the field. */
+export class ProjectionConfigError extends ProjectionError {
+  declare readonly details: { readonly projection: string; readonly field: string };
+
+  constructor(code: 'PROJECTION_INVALID_DEFINITION' | 'PROJECTION_INVALID_OPTIONS', projection: string, field: string, problem: string) {
+    super(code, `projection "${projection}": ${field} ${problem}`, { projection, field });
+  }
+}
+
+function describePosition(position: AllPosition | null): string {
+  return position === null ? 'the start' : `${position.commit}/${position.prepare}`;
+}
+
+/**
+ * Another instance advanced this projection partition's checkpoint: the compare-and-set on the
+ * previous position failed, this instance's transaction rolled back (nothing of it applied) and
+ * it stops. Run one instance per partition.
+ */
+export class ProjectionConflictError extends ProjectionError {
+  declare readonly details: { readonly projection: string; readonly partition: string; readonly expected: AllPosition | null; readonly found: AllPosition | null };
+
+  constructor(projection: string, partition: string, expected: AllPosition | null, found: AllPosition | null) {
+    super(
+      'PROJECTION_CONFLICT',
+      `projection "${projection}" partition ${partition}: the checkpoint moved from ${describePosition(expected)} to ${describePosition(found)} under this instance — ` +
+        'another instance runs the same partition; this one rolled back its batch and stops',
+      { projection, partition, expected, found },
+    );
+  }
+}
+
+/** What is known of an event whose handler failed. */
+export interface HandlerFailureDetails {
+  readonly projection: string;
+  readonly eventId: string;
+  readonly type: string;
+  readonly stream: string;
+  readonly revision: bigint;
+  readonly position: AllPosition;
+  readonly attempts: number;
+  readonly cause: { readonly name: string; readonly message: string };
+}
+
+/** A handler kept failing on one event and the projection's `onError` is `halt`: the runner stopped before it (its checkpoint is just before the event). */
+export class ProjectionHandlerError extends ProjectionError {
+  declare readonly details: HandlerFailureDetails;
+
+  constructor(details: HandlerFailureDetails, cause: unknown) {
+    super(
+      'PROJECTION_HANDLER_FAILED',
+      `projection "${details.projection}": handler for ${details.type} ${details.eventId} (stream ${details.stream}@${details.revision}, $all ${describePosition(details.position)}) ` +
+        `failed ${details.attempts} time(s): ${details.cause.message} — the runner halted before the event; fix the handler (or set onError: 'park') and restart`,
+      details,
+      { cause },
+    );
+  }
+}

@@ -1,0 +1,15 @@
+// The consumer kit: projections whose effects happen once. Shapes in types.ts; `defineProjection`
+// (define-projection.ts), the runner (runner.ts: wiring; event-feed.ts the `$all` subscription;
+// apply-batch.ts one batch's transaction and its guards; poison.ts failing handlers; store.ts and
+// store-rows.ts the state tables; projection-event.ts metadata → typed fields; source-version.ts
+// last-write-wins order; partition.ts the stream hash). Guide: docs/consumers.md.
+export type * from './types.js';
+export { defineProjection, DEFAULT_BATCH_SIZE, DEFAULT_RETRY } from './define-projection.js';
+export { createProjectionRunner } from './runner.js';
+export { applyBatch, type BatchTarget } from './apply-batch.js';
+export { pruneReceipts, type PruneReceiptsOptions } from './store-rows.js';
+export { DEFAULT_STATE_SCHEMA, ensureStore, storeTables, type StoreTables } from './store.js';
+export { toProjectionEvent, recordedInput, type RecordedInput } from './projection-event.js';
+export { compareSourceVersions, versionsComparable } from './source-version.js';
+export { fnv1a32, partitionOf } from './partition.js';
+export { ProjectionError, ProjectionConfigError, ProjectionConflictError, ProjectionHandlerError, type ProjectionErrorCode, type HandlerFailureDetails } from './errors.js';

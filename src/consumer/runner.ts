@@ -1,0 +1,141 @@
+// createProjectionRunner: wiring and lifecycle only. The transport is event-feed.ts, a batch's
+// transaction apply-batch.ts, failing handlers poison.ts, the state tables store.ts.
+import { KurrentDBClient } from '@kurrent/kurrentdb-client';
+import pg from 'pg';
+import { loadContractStep } from './contract-step.js';
+import { ProjectionConfigError } from './errors.js';
+import { openEventFeed, type EventFeed } from './event-feed.js';
+import { partitionKey } from './partition.js';
+import { applyRecovering, emptyTotals, StopRequested, type BatchDeps, type Totals } from './poison.js';
+import { DEFAULT_STATE_SCHEMA, ensureCheckpoint, ensureStore, readCheckpoint, storeTables, type StoreTables } from './store.js';
+import type { AllPosition, Projection, ProjectionLogger, ProjectionRunner, ProjectionRunnerOptions, ProjectionStatus, RunnerState } from './types.js';
+
+const silent: ProjectionLogger = { info() {}, warn() {}, error() {} };
+const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
+
+function checkOptions(options: ProjectionRunnerOptions): void {
+  const name = options?.projection?.name ?? '(none)';
+  const fail = (field: string, problem: string): never => {
+    throw new ProjectionConfigError('PROJECTION_INVALID_OPTIONS', name, field, problem);
+  };
+  if (!options?.projection || !(options.projection.deletes instanceof Set)) fail('projection', 'must be made with defineProjection({ … })');
+  if (typeof options.postgres !== 'string' && !(options.postgres instanceof pg.Pool)) fail('postgres', 'must be a connection string or a pg.Pool');
+  if (typeof options.kurrentdb !== 'string' || options.kurrentdb === '') fail('kurrentdb', 'must be a KurrentDB connection string (e.g. kurrentdb://localhost:2113?tls=false)');
+  for (const field of ['stateSchema', 'schema'] as const) {
+    const value = options[field];
+    if (value !== undefined && (typeof value !== 'string' || !SCHEMA_NAME.test(value))) fail(field, 'must be a plain PostgreSQL identifier');
+  }
+  if (options.contracts !== undefined && typeof options.contracts?.dir !== 'string') fail('contracts.dir', 'must be the contracts directory');
+}
+
+/** Creates the state tables and the projection's own (its `setup`, in a transaction) and returns the stored checkpoint. */
+async function prepare(client: pg.ClientBase, tables: StoreTables, projection: Projection<any>, schema: string): Promise<AllPosition | null> {
+  await ensureStore(client, tables);
+  await client.query('BEGIN');
+  try {
+    // Instances starting at once would race on CREATE … IF NOT EXISTS (a duplicate-key error on
+    // pg_type): the projection's setup runs under a lock of its own.
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`event-assembler projection setup ${schema}.${projection.name}`]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+    if (projection.setup) await projection.setup(client, schema);
+    await ensureCheckpoint(client, tables, projection.name, partitionKey(projection.partition));
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
+  return readCheckpoint(client, tables, projection.name, partitionKey(projection.partition));
+}
+
+/** Runs one projection partition: subscribe after the checkpoint, apply batches until stopped or failed. */
+export function createProjectionRunner(options: ProjectionRunnerOptions): ProjectionRunner {
+  checkOptions(options);
+  const { projection } = options;
+  const logger = options.logger ?? silent;
+  const tables = storeTables(options.stateSchema ?? DEFAULT_STATE_SCHEMA);
+  const schema = options.schema ?? 'public';
+  const partition = partitionKey(projection.partition);
+  const totals: Totals = emptyTotals();
+  const abort = new AbortController();
+  let state: RunnerState = 'idle';
+  let position: AllPosition | null = null;
+  let failure: Error | null = null;
+  let feed: EventFeed | null = null;
+  let running: Promise<void> | null = null;
+
+  async function loop(client: pg.ClientBase): Promise<void> {
+    position = await prepare(client, tables, projection, schema);
+    const contract = await loadContractStep(options.contracts);
+    if (abort.signal.aborted) return;
+    const kurrent = KurrentDBClient.connectionString(options.kurrentdb);
+    try {
+      feed = openEventFeed(kurrent, projection, position);
+      state = 'running';
+      logger.info('projection running', { projection: projection.name, partition, from: position });
+      const deps: BatchDeps = { client, target: { projection, tables, schema }, contract, totals, logger, signal: abort.signal };
+      while (!abort.signal.aborted) {
+        const batch = await feed.next(projection.batchSize);
+        if (batch === null) break;
+        position = await applyRecovering(deps, position, batch);
+      }
+      if (feed.error && !abort.signal.aborted) throw feed.error;
+    } finally {
+      await feed?.close();
+      await kurrent.dispose().catch(() => undefined);
+    }
+  }
+
+  async function run(): Promise<void> {
+    const pool = typeof options.postgres === 'string' ? new pg.Pool({ connectionString: options.postgres, max: 1 }) : options.postgres;
+    let client: pg.PoolClient | null = null;
+    try {
+      client = await pool.connect();
+      await loop(client);
+      state = 'stopped';
+      logger.info('projection stopped', { projection: projection.name, partition, position, applied: totals.applied });
+    } catch (error) {
+      if (error instanceof StopRequested) {
+        state = 'stopped';
+        return;
+      }
+      failure = error as Error;
+      state = 'failed';
+      logger.error('projection failed', { projection: projection.name, partition, position, error: failure });
+      throw error;
+    } finally {
+      // A client whose transaction may be half-way (a failure between statements) is not returned for reuse.
+      client?.release(state === 'failed' ? true : undefined);
+      if (pool !== options.postgres) await pool.end();
+    }
+  }
+
+  return {
+    run() {
+      if (running) throw new Error(`projection "${projection.name}" partition ${partition}: run() was already called`);
+      state = 'starting';
+      running = run();
+      return running;
+    },
+    async stop() {
+      if (state === 'running' || state === 'starting') state = 'stopping';
+      abort.abort();
+      await feed?.close();
+      await running?.catch(() => undefined);
+    },
+    status(): ProjectionStatus {
+      return {
+        projection: projection.name,
+        partition,
+        state,
+        position,
+        applied: totals.applied,
+        unhandled: totals.unhandled,
+        skipped: { ...totals.skipped },
+        parked: totals.parked,
+        batches: totals.batches,
+        caughtUp: feed?.caughtUp ?? false,
+        error: failure,
+      };
+    },
+  };
+}

@@ -1,0 +1,216 @@
+// The consumer kit's shared shapes: the event a handler receives, the projection definition, the
+// runner's options and status. Implementations sit beside this file (see index.ts).
+import type pg from 'pg';
+import type { Upcaster } from '../contracts/upcasters.js';
+import type { Lsn } from '../source/types.js';
+
+/** A position in `$all` (KurrentDB's commit and prepare positions). */
+export interface AllPosition {
+  readonly commit: bigint;
+  readonly prepare: bigint;
+}
+
+/**
+ * Where an event came from in the source database, read from the metadata the assembler writes
+ * (`src/mapping/map-unit.ts`, receipts in `src/sink/receipt.ts`). Change events carry the
+ * transaction's position; snapshot events the snapshot's generation and the LSN it is ordered at.
+ */
+export type EventSource =
+  | {
+      readonly origin: 'change';
+      /** The opaque source checkpoint (`source.checkpoint`): `v1:<systemId>:<timeline>:<slot>:<commitLsn>:<xid>`. */
+      readonly checkpoint: string;
+      /** `source.commitLsn`. */
+      readonly commitLsn: Lsn;
+      /** `source.xid`. */
+      readonly xid: number;
+      /** `source.commitTime` (ISO 8601), when present. */
+      readonly commitTime: string | null;
+      /** The source system (pg_control system identifier), from the checkpoint. */
+      readonly systemId: string | null;
+      readonly timeline: number | null;
+    }
+  | {
+      readonly origin: 'snapshot';
+      /** `snapshot.generation`. */
+      readonly generation: string;
+      /** `receipt.lsn`: the snapshot's consistent point or the chunk's high watermark. */
+      readonly lsn: Lsn | null;
+      /** `receipt.sequence`: emit order within the generation. */
+      readonly sequence: number | null;
+      /** `receipt.source`, when the assembler knew it. */
+      readonly systemId: string | null;
+    }
+  /** Not written by the assembler (or metadata it does not recognise). */
+  | { readonly origin: 'unknown' };
+
+/**
+ * An event's place in its source history, for last-write-wins per entity: LSN (the commit LSN, or
+ * a snapshot record's LSN), then a snapshot record before a transaction at the same LSN, then
+ * (snapshot records) generation and sequence, then the event's ordinal among its unit's events
+ * (`transaction.index`). Comparable only within one source system (`systemId`).
+ */
+export interface SourceVersion {
+  readonly systemId: string;
+  readonly lsn: Lsn;
+  readonly kind: 'snapshot' | 'change';
+  /** Snapshot records: generation and sequence; `null` for changes. */
+  readonly generation: string | null;
+  readonly sequence: number | null;
+  readonly ordinal: number;
+}
+
+/** The event a handler receives. `version` is the contract version of `data` (the newest after upcasting). */
+export interface ProjectionEvent<TType extends string = string, TData = unknown> {
+  /** The event id (deterministic UUID): what receipts record. */
+  readonly id: string;
+  readonly type: TType;
+  /** From metadata `contract` (`type@version`), the newest version after upcasting; `null` when the event does not say. */
+  readonly version: number | null;
+  readonly data: TData;
+  readonly stream: string;
+  readonly revision: bigint;
+  /** Where the event sits in `$all`. */
+  readonly position: AllPosition;
+  readonly source: EventSource;
+  /** `transaction.index` / `transaction.count` (the event's place among its source unit's events) and `$correlationId`. */
+  readonly transaction: { readonly index: number; readonly count: number; readonly correlationId: string | null } | null;
+  /** `entity.type` / `entity.id`. */
+  readonly entity: { readonly type: string; readonly id: string } | null;
+  /** The event's version for last-write-wins, when the metadata allows one. */
+  readonly sourceVersion: SourceVersion | null;
+  /** All metadata, as stored (string values). */
+  readonly metadata: Readonly<Record<string, string>>;
+}
+
+/** What a handler gets besides the event. */
+export interface ProjectionContext {
+  /** The PostgreSQL client inside the batch's transaction: effects done through it commit with the receipt and the checkpoint. */
+  readonly client: pg.ClientBase;
+  /** The schema of the projection's own tables. */
+  readonly schema: string;
+  readonly projection: string;
+}
+
+/** Event data per event type, e.g. `LatestEventContracts` from `contracts gen`. */
+export type EventMap = Record<string, unknown>;
+
+export type ProjectionHandler<TType extends string, TData> = (event: ProjectionEvent<TType, TData>, ctx: ProjectionContext) => void | Promise<void>;
+
+export type ProjectionHandlers<E extends EventMap> = { readonly [K in keyof E & string]?: ProjectionHandler<K, E[K]> };
+
+export interface PartitionSpec {
+  /** How many partitions the projection's streams are split into (≥ 1). */
+  readonly count: number;
+  /** This runner's partition, 0 … count − 1. */
+  readonly index: number;
+}
+
+/** What a failing handler does once its retries are spent: park the event in the failed-events table, or halt the runner. */
+export type OnError = 'park' | 'halt';
+
+export interface ProjectionDefinition<E extends EventMap = EventMap> {
+  /** Unique name: keys the checkpoint, receipts, entity versions and failed events. `[a-z0-9_-]`, up to 63 characters. */
+  readonly name: string;
+  /** Which events: `categories` (`'invoice'` selects streams `invoice-*`) and/or event `types`; at least one. */
+  readonly from: { readonly categories?: readonly string[]; readonly types?: readonly string[] };
+  readonly handlers: ProjectionHandlers<E>;
+  /** Event types that delete their entity: applying one leaves a tombstone with its source version. @default [] */
+  readonly deletes?: readonly (keyof E & string)[];
+  /** Events applied per PostgreSQL transaction (at most; a batch is also cut when the subscription is idle). @default 100 */
+  readonly batchSize?: number;
+  /** @default 'halt' */
+  readonly onError?: OnError;
+  /** Handler retries before parking or halting, with exponential backoff. @default { attempts: 3, initialDelayMs: 100, maxDelayMs: 5000 } */
+  readonly retry?: Partial<RetryOptions>;
+  /** Only streams whose name hashes (FNV-1a) to `index` modulo `count`. @default one partition */
+  readonly partition?: PartitionSpec;
+  /** Creates the projection's own tables in `schema` (idempotently: it runs at every start, in a transaction). */
+  readonly setup?: (client: pg.ClientBase, schema: string) => void | Promise<void>;
+}
+
+export interface RetryOptions {
+  /** Tries of a failing event alone, after the batch it was in failed. */
+  readonly attempts: number;
+  readonly initialDelayMs: number;
+  readonly maxDelayMs: number;
+}
+
+/** A checked projection definition (see `defineProjection`). */
+export interface Projection<E extends EventMap = EventMap> {
+  readonly name: string;
+  readonly categories: readonly string[];
+  readonly types: readonly string[];
+  readonly handlers: ProjectionHandlers<E>;
+  readonly deletes: ReadonlySet<string>;
+  readonly batchSize: number;
+  readonly onError: OnError;
+  readonly retry: RetryOptions;
+  readonly partition: PartitionSpec;
+  readonly setup: ((client: pg.ClientBase, schema: string) => void | Promise<void>) | null;
+}
+
+/** Why an event was not applied again. */
+export type Guard = 'position' | 'receipt' | 'entityVersion';
+
+/** What one batch did. */
+export interface BatchOutcome {
+  readonly applied: number;
+  /** Events selected but without a handler (and not a delete): nothing to do. */
+  readonly unhandled: number;
+  readonly skipped: Readonly<Record<Guard, number>>;
+  /** The checkpoint after the batch. */
+  readonly position: AllPosition | null;
+}
+
+/** The minimal logger the runner writes to (the pipeline's `Logger` fits). */
+export interface ProjectionLogger {
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}
+
+export interface ProjectionRunnerOptions {
+  readonly projection: Projection<any>;
+  /** PostgreSQL holding the kit's state and the projection: a connection string or a `pg.Pool` (not ended by the runner). */
+  readonly postgres: string | pg.Pool;
+  /** KurrentDB connection string. */
+  readonly kurrentdb: string;
+  /** Schema of the kit's state (checkpoints, receipts, entity versions, failed events). @default 'event_assembler' */
+  readonly stateSchema?: string;
+  /** Schema of the projection's own tables, handed to `setup` and to handlers as `ctx.schema`. @default 'public' */
+  readonly schema?: string;
+  /** Validate every event against its contract and upcast it to the newest version. @default no validation */
+  readonly contracts?: { readonly dir: string; readonly upcasters?: readonly Upcaster[] };
+  /** @default silent */
+  readonly logger?: ProjectionLogger;
+}
+
+export type RunnerState = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped' | 'failed';
+
+export interface ProjectionStatus {
+  readonly projection: string;
+  /** `index/count`. */
+  readonly partition: string;
+  readonly state: RunnerState;
+  /** The stored checkpoint (`null`: nothing applied yet). */
+  readonly position: AllPosition | null;
+  /** Events whose handler ran (or whose tombstone was written), since start. */
+  readonly applied: number;
+  readonly unhandled: number;
+  readonly skipped: Readonly<Record<Guard, number>>;
+  /** Events parked since start. */
+  readonly parked: number;
+  readonly batches: number;
+  /** Whether the subscription has reached the head of `$all` at least once. */
+  readonly caughtUp: boolean;
+  readonly error: Error | null;
+}
+
+export interface ProjectionRunner {
+  /** Runs until `stop()` or a failure; resolves on stop, rejects with the failure. */
+  run(): Promise<void>;
+  /** Finishes the batch in flight, then ends `run()`. */
+  stop(): Promise<void>;
+  status(): ProjectionStatus;
+}
