@@ -69,6 +69,9 @@ export {
 } from './pipeline/index.js';
 export {
   defineProjection,
+  defineProjectionConfig,
+  parseProjectionConfig,
+  loadProjectionConfig,
   createProjectionRunner,
   applyBatch,
   pruneReceipts,
@@ -92,6 +95,7 @@ export {
   type PruneReceiptsOptions,
   type StoreTables,
   type RecordedInput,
+  type ParseProjectionConfigOptions,
 } from './consumer/index.js';
 export type {
   AllPosition,
@@ -113,4 +117,6 @@ export type {
   RunnerState,
   ProjectionStatus,
   ProjectionRunner,
+  ProjectionConfig,
+  ResolvedProjectionConfig,
 } from './consumer/index.js';

@@ -2,7 +2,8 @@
 // (define-projection.ts), the runner (runner.ts: wiring; event-feed.ts the `$all` subscription;
 // apply-batch.ts one batch's transaction and its guards; poison.ts failing handlers; store.ts and
 // store-rows.ts the state tables; projection-event.ts metadata → typed fields; source-version.ts
-// last-write-wins order; partition.ts the stream hash). Guide: docs/consumers.md.
+// last-write-wins order; partition.ts the stream hash; config.ts the `project` command's
+// configuration). Guide: docs/consumers.md.
 export type * from './types.js';
 export { defineProjection, DEFAULT_BATCH_SIZE, DEFAULT_RETRY } from './define-projection.js';
 export { createProjectionRunner } from './runner.js';
@@ -13,3 +14,4 @@ export { toProjectionEvent, recordedInput, type RecordedInput } from './projecti
 export { compareSourceVersions, versionsComparable } from './source-version.js';
 export { fnv1a32, partitionOf } from './partition.js';
 export { ProjectionError, ProjectionConfigError, ProjectionConflictError, ProjectionHandlerError, type ProjectionErrorCode, type HandlerFailureDetails } from './errors.js';
+export { defineProjectionConfig, parseProjectionConfig, loadProjectionConfig, type ParseProjectionConfigOptions } from './config.js';

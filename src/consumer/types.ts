@@ -1,6 +1,8 @@
 // The consumer kit's shared shapes: the event a handler receives, the projection definition, the
 // runner's options and status. Implementations sit beside this file (see index.ts).
 import type pg from 'pg';
+import type { SecretValue } from '../config/schema.js';
+import type { Redactor } from '../config/redact.js';
 import type { Upcaster } from '../contracts/upcasters.js';
 import type { Lsn } from '../source/types.js';
 
@@ -213,4 +215,32 @@ export interface ProjectionRunner {
   /** Finishes the batch in flight, then ends `run()`. */
   stop(): Promise<void>;
   status(): ProjectionStatus;
+}
+
+/** The module `event-assembler project --config <file>` loads (its default export; see `defineProjectionConfig`). */
+export interface ProjectionConfig {
+  /** PostgreSQL of the projections and the kit's state, e.g. `env:PROJECTION_DATABASE_URL` (a literal, `env:VARIABLE` or a function). Required. */
+  readonly postgres: SecretValue;
+  /** KurrentDB connection string, e.g. `env:KURRENTDB_URL`. Required. */
+  readonly kurrentdb: SecretValue;
+  /** Projections made with `defineProjection`, one runner each; a name may repeat only with different partitions. Required (at least one). */
+  readonly projections: readonly Projection<any>[];
+  /** Validate every event against its contract and upcast it (`dir` relative to the working directory, then to the config file). @default no validation */
+  readonly contracts?: { readonly dir: string; readonly upcasters?: readonly Upcaster[] };
+  /** Schema of the kit's state tables. @default 'event_assembler' */
+  readonly stateSchema?: string;
+  /** Schema of the projections' own tables. @default 'public' */
+  readonly schema?: string;
+}
+
+/** A projection configuration after validation: secrets resolved, defaults filled in. */
+export interface ResolvedProjectionConfig {
+  readonly postgres: string;
+  readonly kurrentdb: string;
+  readonly projections: readonly Projection<any>[];
+  readonly contracts: { readonly dir: string; readonly upcasters: readonly Upcaster[] } | null;
+  readonly stateSchema: string;
+  readonly schema: string;
+  /** Masks the configuration's secrets in texts, log fields and errors. */
+  readonly redactor: Redactor;
 }
