@@ -3,10 +3,11 @@ import { register as registerSetup } from './setup.js';
 import { register as registerContracts } from './contracts.js';
 import { register as registerSnapshot } from './snapshot.js';
 import { register as registerRun } from './run.js';
+import { register as registerProject } from './project.js';
 import { register as registerDemo } from './demo.js';
 
 /** Each subcommand module exports `register(program)`; add new ones to this list. */
-const registrations: Array<(program: Command) => void> = [registerSetup, registerContracts, registerSnapshot, registerRun, registerDemo];
+const registrations: Array<(program: Command) => void> = [registerSetup, registerContracts, registerSnapshot, registerRun, registerProject, registerDemo];
 
 export function registerCommands(program: Command): void {
   for (const register of registrations) register(program);

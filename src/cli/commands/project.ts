@@ -1,0 +1,228 @@
+// `event-assembler project`: runs the projections of a configuration module (one runner each)
+// until SIGTERM/SIGINT; `project status` shows where each stands (project-status.ts).
+import { Command, Option } from 'commander';
+import { ConfigError, ConfigLoadError } from '../../config/index.js';
+import { createProjectionRunner, loadProjectionConfig, type ProjectionRunner, type ResolvedProjectionConfig } from '../../consumer/index.js';
+import { EventAssemblerError } from '../../errors.js';
+import { createLogger, type LogFormat, type Logger } from '../../pipeline/index.js';
+import { LAG_CAP, projectStatus, statusJson, statusTable } from './project-status.js';
+
+interface ProjectFlags {
+  config: string;
+  logFormat: LogFormat;
+}
+
+/** Exit codes of `event-assembler project`. */
+export const PROJECT_EXIT_CODES = {
+  stopped: 0,
+  fatal: 1,
+  config: 2,
+} as const;
+
+const HELP = `
+The configuration module (.ts, .mts, .js or .mjs; TypeScript needs no build step)
+default-exports defineProjectionConfig({...}):
+  postgres      the database of the projections' tables and the kit's state — use
+                env:VARIABLE, never a literal password
+  kurrentdb     the KurrentDB the assembler writes to (env:VARIABLE)
+  projections   your projections (defineProjection), one runner each; a projection may be
+                listed once per partition (partition: { count, index })
+  contracts     { dir, upcasters? } — validate each event against its contract and upcast
+                it to the newest version (default: no validation)
+  stateSchema   schema of the kit's state tables (default event_assembler)
+  schema        schema of the projections' own tables (default public)
+
+Example (projection.config.ts):
+  import { defineProjectionConfig } from 'event-assembler';
+  import { outstanding } from './projections/outstanding.js';
+  export default defineProjectionConfig({
+    postgres: 'env:PROJECTION_DATABASE_URL',
+    kurrentdb: 'env:KURRENTDB_URL',
+    projections: [outstanding],
+    contracts: { dir: 'contracts/invoicing' },
+  });
+
+  $ PROJECTION_DATABASE_URL=postgres://app:...@db/app \\
+    KURRENTDB_URL='kurrentdb://localhost:2113?tls=false' \\
+    event-assembler project --config projection.config.ts
+
+  $ event-assembler project status --config projection.config.ts [--json]
+
+What happens:
+  Each runner creates the state tables and its projection's tables (setup), subscribes to
+  $all after its checkpoint and applies events in batches: the effects, the receipts and
+  the checkpoint commit in one PostgreSQL transaction, so an event is applied once even
+  when it is delivered again (docs/consumers.md). One JSON log line per start, parked
+  event, failure and stop.
+
+On SIGTERM or SIGINT: every runner finishes the batch in flight and stops; a summary line
+("projections stopped": position, applied, skipped, parked per runner), exit 0. A second
+signal exits at once (a batch not committed is rolled back and applied again on restart).
+When one runner fails, the others are stopped the same way and the exit code is 1.
+
+Exit codes:
+  0  stopped (signal)
+  1  fatal: a handler kept failing with onError 'halt' (PROJECTION_HANDLER_FAILED), another
+     instance runs the same partition (PROJECTION_CONFLICT), or PostgreSQL / KurrentDB
+     could not be reached or was lost — the log line says which projection and why;
+     restart after the fix: each runner resumes from its checkpoint
+  2  the configuration could not be loaded or is invalid (every bad field is named, with
+     its fix)
+  130/143  a second SIGINT/SIGTERM: exited without waiting for the batch in flight
+`;
+
+const STATUS_HELP = `
+For each projection of the configuration and each of its partitions with a checkpoint:
+  POSITION  the checkpoint (the $all commit/prepare position applied up to; - for none)
+  LAG       events of the projection (its categories or types, and its partition) after
+            the checkpoint, counted by reading $all forward from it — up to ${LAG_CAP}
+            ("${LAG_CAP}+": at least that many)
+  PARKED    events parked in projection_failed_events
+  UPDATED   when the checkpoint last moved
+and the head of $all (its last event's position). Reads only; creates nothing.
+
+Example:
+  $ event-assembler project status --config projection.config.ts
+  $ event-assembler project status --config projection.config.ts --json | jq '.partitions'
+
+Exit codes: 0 shown, 1 PostgreSQL or KurrentDB could not be read, 2 configuration invalid.
+`;
+
+/** Loads the configuration, or logs why not (with `process.exitCode` 2) and returns null. */
+async function configOrExit(file: string, logger: Logger): Promise<ResolvedProjectionConfig | null> {
+  try {
+    return await loadProjectionConfig(file);
+  } catch (error) {
+    if (!(error instanceof ConfigError || error instanceof ConfigLoadError)) throw error;
+    logger.error(error.message, { code: error.code, ...(error instanceof ConfigError ? { problems: error.problems } : error.details) });
+    process.exitCode = PROJECT_EXIT_CODES.config;
+    return null;
+  }
+}
+
+function redacting(base: Logger, config: ResolvedProjectionConfig): Logger {
+  const { redactor } = config;
+  return {
+    info: (m, f) => base.info(redactor.text(m), redactor.fields(f)),
+    warn: (m, f) => base.warn(redactor.text(m), redactor.fields(f)),
+    error: (m, f) => base.error(redactor.text(m), redactor.fields(f)),
+  };
+}
+
+function summaryOf(runner: ProjectionRunner): Record<string, unknown> {
+  const s = runner.status();
+  return { projection: s.projection, partition: s.partition, state: s.state, position: s.position, applied: s.applied, unhandled: s.unhandled, skipped: s.skipped, parked: s.parked, batches: s.batches };
+}
+
+/** Runs every runner until a signal or the first failure (which stops the others); returns the exit code. */
+async function runAll(runners: readonly ProjectionRunner[], logger: Logger): Promise<number> {
+  let failure: unknown = null;
+  let signals = 0;
+  const stopAll = () => Promise.all(runners.map((r) => r.stop()));
+  const onSignal = (signal: NodeJS.Signals): void => {
+    signals += 1;
+    if (signals > 1) {
+      logger.warn('second signal: exiting without waiting for the batches in flight', { signal });
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    }
+    logger.info('signal received: stopping gracefully', { signal });
+    void stopAll();
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  try {
+    await Promise.all(
+      runners.map((runner) =>
+        runner.run().catch(async (error: unknown) => {
+          if (failure === null) {
+            failure = error;
+            if (!(error instanceof EventAssemblerError)) logger.error('unexpected error', { error });
+            if (runners.length > 1) logger.warn('a projection failed: stopping the others', { projection: runner.status().projection, partition: runner.status().partition });
+          }
+          await stopAll();
+        }),
+      ),
+    );
+  } finally {
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+  }
+  const exitCode = failure === null ? PROJECT_EXIT_CODES.stopped : PROJECT_EXIT_CODES.fatal;
+  logger.info('projections stopped', { exitCode, ...(failure !== null ? { error: failure } : {}), projections: runners.map(summaryOf) });
+  return exitCode;
+}
+
+async function project(flags: ProjectFlags): Promise<void> {
+  const base = createLogger({ format: flags.logFormat });
+  const config = await configOrExit(flags.config, base);
+  if (config === null) return;
+  const logger = redacting(base, config);
+  let runners: ProjectionRunner[];
+  try {
+    runners = config.projections.map((projection) =>
+      createProjectionRunner({
+        projection,
+        postgres: config.postgres,
+        kurrentdb: config.kurrentdb,
+        stateSchema: config.stateSchema,
+        schema: config.schema,
+        ...(config.contracts ? { contracts: config.contracts } : {}),
+        logger,
+      }),
+    );
+  } catch (error) {
+    if (!(error instanceof EventAssemblerError)) throw error;
+    logger.error(error.message, { code: error.code, ...error.details });
+    process.exitCode = PROJECT_EXIT_CODES.config;
+    return;
+  }
+  try {
+    process.exitCode = await runAll(runners, logger);
+  } finally {
+    // Client libraries may keep handles open for a while after close; do not hang the exit.
+    setTimeout(() => process.exit(), 5_000).unref();
+  }
+}
+
+async function status(flags: ProjectFlags & { json?: boolean }): Promise<void> {
+  const base = createLogger({ format: flags.logFormat });
+  const config = await configOrExit(flags.config, base);
+  if (config === null) return;
+  try {
+    const report = await projectStatus(config);
+    process.stdout.write(`${flags.json ? statusJson(report) : statusTable(report)}\n`);
+  } catch (error) {
+    redacting(base, config).error('could not read the projections\' status', { error });
+    process.exitCode = PROJECT_EXIT_CODES.fatal;
+  }
+}
+
+const configOption = () => new Option('--config <file>', 'configuration module (.ts, .mts, .js, .mjs) that default-exports defineProjectionConfig({...})');
+const logFormatOption = () => new Option('--log-format <format>', 'log lines as JSON or for humans').choices(['json', 'pretty']).default('json');
+
+function withConfig<F extends Partial<ProjectFlags>>(flags: F, command: Command): F & ProjectFlags {
+  if (typeof flags.config !== 'string') command.error("error: required option '--config <file>' not specified", { exitCode: PROJECT_EXIT_CODES.config });
+  return flags as F & ProjectFlags;
+}
+
+export function register(program: Command): void {
+  const command = program
+    .command('project')
+    .summary('run projections: business events from KurrentDB applied once to PostgreSQL read models')
+    .description('Runs the projections of a configuration module (one runner each) until SIGTERM/SIGINT.')
+    // Not mandatory to commander: it would demand it of `project status` too. Options given
+    // after `status` are parsed by this command (commander without positional options): the
+    // subcommand reads them with optsWithGlobals().
+    .addOption(configOption())
+    .addOption(logFormatOption())
+    .addHelpText('after', HELP)
+    .action((flags: Partial<ProjectFlags>, self: Command) => project(withConfig(flags, self)));
+  command
+    .command('status')
+    .summary('each projection partition: checkpoint, head of $all, lag, parked events')
+    .description('Shows where each projection partition of a configuration module stands. Human table by default, --json for machines.')
+    .addOption(configOption())
+    .option('--json', 'print one JSON document instead of a table')
+    .addHelpText('after', STATUS_HELP)
+    .action((_flags: unknown, self: Command) => status(withConfig(self.optsWithGlobals<Partial<ProjectFlags> & { json?: boolean }>(), self)));
+}
