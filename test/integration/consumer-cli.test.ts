@@ -1,7 +1,7 @@
 // `event-assembler project` as a process: a TypeScript config with secrets from environment
 // variables runs the accounts projection (balances by increments, one event parked); SIGTERM
 // stops it with exit 0 and a summary line; `project status` shows position, head, lag and parked
-// (table and --json); an invalid config exits 2 naming every bad field; --help names the exit codes.
+// (table and --json); an unreachable PostgreSQL exits 1; an invalid config exits 2 naming every bad field; --help names the exit codes.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -120,6 +120,13 @@ describe('event-assembler project (CLI)', () => {
       expect.objectContaining({ projection: 'accounts', partition: '0/1', position: { commit: checkpoint!.commit_position, prepare: checkpoint!.prepare_position }, lag: 2, lagCapped: false, parked: 1 }),
     ]);
     expect(BigInt(report.head.commit)).toBeGreaterThan(BigInt(checkpoint!.commit_position));
+  });
+
+  it('exits 1 when PostgreSQL cannot be reached, naming the projection', async () => {
+    const cli = startCli(['project', '--config', config], { ...env, EA_PROJ_PG: 'postgresql://nobody:pw@127.0.0.1:1/none' });
+    expect(await finished(cli)).toBe(1);
+    expect(cli.lines().find((l) => l['msg'] === 'projection failed')).toMatchObject({ projection: 'accounts', partition: '0/1' });
+    expect(cli.lines().find((l) => l['msg'] === 'projections stopped')).toMatchObject({ exitCode: 1, projections: [{ state: 'failed' }] });
   });
 
   it('an invalid config exits 2 and names every bad field', async () => {
