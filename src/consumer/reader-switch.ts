@@ -35,6 +35,20 @@ async function relations(client: pg.ClientBase, schema: string, kinds: readonly 
  * the generation switched from (`null`: none served).
  */
 export async function switchReaders(client: pg.ClientBase, tables: StoreTables, projection: string, choose: SwitchChoice): Promise<{ to: number; from: number | null }> {
+  // A reader holding one view in a transaction while asking for another can deadlock with the
+  // switch; PostgreSQL cancels one of the two (40P01). The switch rolled back whole: try again.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await switchOnce(client, tables, projection, choose);
+    } catch (error) {
+      if ((error as { code?: string }).code !== '40P01' || attempt >= SWITCH_ATTEMPTS) throw error;
+    }
+  }
+}
+
+const SWITCH_ATTEMPTS = 3;
+
+async function switchOnce(client: pg.ClientBase, tables: StoreTables, projection: string, choose: SwitchChoice): Promise<{ to: number; from: number | null }> {
   const readers = readerSchema(projection);
   await client.query('BEGIN');
   try {
