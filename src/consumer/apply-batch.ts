@@ -14,6 +14,13 @@ export interface BatchTarget {
   readonly projection: Projection<any>;
   readonly tables: StoreTables;
   readonly schema: string;
+  /** The projection's key in the state tables (checkpoints, receipts, entity versions, parked events). @default the projection's name; generation N: `<name>@g<N>` */
+  readonly key?: string;
+}
+
+/** The key a target's rows are stored under. */
+export function stateKey(target: BatchTarget): string {
+  return target.key ?? target.projection.name;
 }
 
 /** A handler (or the contract step before it) threw on `events[index]`; the batch's transaction was rolled back. */
@@ -53,11 +60,12 @@ function guardOf(event: ProjectionEvent, checkpoint: AllPosition | null, receipt
 
 async function runEvents(client: pg.ClientBase, target: BatchTarget, checkpoint: AllPosition | null, events: readonly ProjectionEvent[], contract: ContractStep): Promise<Applied> {
   const { projection, tables } = target;
+  const key = stateKey(target);
   const candidates = events.filter((e) => !atOrBelow(e.position, checkpoint));
-  const receipts = await existingReceipts(client, tables, projection.name, candidates.map((e) => e.id));
+  const receipts = await existingReceipts(client, tables, key, candidates.map((e) => e.id));
   const entities = new Map<string, { type: string; id: string }>();
   for (const e of candidates) if (e.entity && e.sourceVersion) entities.set(entityKey(e.entity.type, e.entity.id), e.entity);
-  const states = await entityStates(client, tables, projection.name, [...entities.values()]);
+  const states = await entityStates(client, tables, key, [...entities.values()]);
   const ctx: ProjectionContext = { client, schema: target.schema, projection: projection.name };
   const out: Applied = { applied: 0, unhandled: 0, skipped: { position: 0, receipt: 0, entityVersion: 0 }, receipts: [], entityWrites: new Map() };
   for (let index = 0; index < events.length; index++) {
@@ -109,20 +117,21 @@ export async function applyBatch(
   contract: ContractStep = passThrough,
 ): Promise<BatchOutcome> {
   const { projection, tables } = target;
+  const key = stateKey(target);
   const partition = partitionKey(projection.partition);
   await client.query('BEGIN');
   try {
-    await ensureCheckpoint(client, tables, projection.name, partition);
-    const found = await readCheckpoint(client, tables, projection.name, partition, true);
+    await ensureCheckpoint(client, tables, key, partition);
+    const found = await readCheckpoint(client, tables, key, partition, true);
     const checkpoint = expected === 'current' ? found : expected;
     if (!samePosition(found, checkpoint)) throw new ProjectionConflictError(projection.name, partition, checkpoint, found);
     const out = await runEvents(client, target, checkpoint, events, contract);
-    await insertReceipts(client, tables, projection.name, out.receipts);
-    await writeEntityStates(client, tables, projection.name, [...out.entityWrites.values()]);
+    await insertReceipts(client, tables, key, out.receipts);
+    await writeEntityStates(client, tables, key, [...out.entityWrites.values()]);
     const last = events.at(-1)?.position;
     const next = last && !atOrBelow(last, checkpoint) ? last : checkpoint;
-    if (next !== null && next !== checkpoint && !(await advanceCheckpoint(client, tables, projection.name, partition, checkpoint, next))) {
-      throw new ProjectionConflictError(projection.name, partition, checkpoint, await readCheckpoint(client, tables, projection.name, partition));
+    if (next !== null && next !== checkpoint && !(await advanceCheckpoint(client, tables, key, partition, checkpoint, next))) {
+      throw new ProjectionConflictError(projection.name, partition, checkpoint, await readCheckpoint(client, tables, key, partition));
     }
     await client.query('COMMIT');
     return { applied: out.applied, unhandled: out.unhandled, skipped: out.skipped, position: next };

@@ -2,7 +2,13 @@
 import { EventAssemblerError } from '../errors.js';
 import type { AllPosition } from './types.js';
 
-export type ProjectionErrorCode = 'PROJECTION_INVALID_DEFINITION' | 'PROJECTION_INVALID_OPTIONS' | 'PROJECTION_CONFLICT' | 'PROJECTION_HANDLER_FAILED';
+export type ProjectionErrorCode =
+  | 'PROJECTION_INVALID_DEFINITION'
+  | 'PROJECTION_INVALID_OPTIONS'
+  | 'PROJECTION_CONFLICT'
+  | 'PROJECTION_HANDLER_FAILED'
+  | 'PROJECTION_GENERATION_STATE'
+  | 'PROJECTION_VALIDATION_FAILED';
 
 /** Base of the consumer kit's errors. */
 export class ProjectionError extends EventAssemblerError {
@@ -64,5 +70,40 @@ export class ProjectionHandlerError extends ProjectionError {
       details,
       { cause },
     );
+  }
+}
+
+/** A generation is not in the state the operation needs (none to roll back to, a rebuild already running, a generation that does not exist). */
+export class ProjectionGenerationError extends ProjectionError {
+  declare readonly details: { readonly projection: string; readonly generation: number | null };
+
+  constructor(projection: string, generation: number | null, problem: string) {
+    super('PROJECTION_GENERATION_STATE', `projection "${projection}"${generation === null ? '' : ` generation ${generation}`}: ${problem}`, { projection, generation });
+  }
+}
+
+/** What a failed validation found. */
+export interface ValidationFailureDetails {
+  readonly projection: string;
+  readonly generation: number;
+  /** The generation that keeps serving (`null`: none yet). */
+  readonly serving: number | null;
+  /** `count`: rows against live entities; `sample`: a sampled row against its source row; `parked`: events the load parked. */
+  readonly check: 'count' | 'sample' | 'parked';
+  readonly entity: { readonly type: string; readonly id: string } | null;
+  readonly row: Record<string, unknown> | null;
+  readonly source: Record<string, unknown> | null;
+  /** What differed. */
+  readonly difference: string;
+}
+
+/** A rebuilt generation failed validation: it was not switched in (readers stay on the serving generation) and is marked failed. */
+export class ProjectionValidationError extends ProjectionError {
+  declare readonly details: ValidationFailureDetails;
+
+  constructor(details: ValidationFailureDetails) {
+    const what = details.entity ? `${details.check} check, entity ${details.entity.type}/${details.entity.id}` : `${details.check} check`;
+    const keeps = details.serving === null ? 'no generation serves yet' : `generation ${details.serving} keeps serving`;
+    super('PROJECTION_VALIDATION_FAILED', `projection "${details.projection}" generation ${details.generation} failed validation (${what}): ${details.difference} — not switched in; ${keeps}`, details);
   }
 }

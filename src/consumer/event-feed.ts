@@ -18,7 +18,7 @@ export interface EventFeed {
   close(): Promise<void>;
 }
 
-function filterOf(projection: Projection<any>) {
+export function filterOf(projection: Projection<any>) {
   // The server filters on one field: stream prefixes when categories are given, else event types.
   if (projection.categories.length > 0) return streamNameFilter({ prefixes: projection.categories.map((c) => `${c}-`) });
   return eventTypeFilter({ prefixes: [...projection.types] });

@@ -3,7 +3,8 @@
 // apply-batch.ts one batch's transaction and its guards; poison.ts failing handlers; store.ts and
 // store-rows.ts the state tables; projection-event.ts metadata → typed fields; source-version.ts
 // last-write-wins order; partition.ts the stream hash; config.ts the `project` command's
-// configuration). Guide: docs/consumers.md.
+// configuration). Generations: generation-store.ts (names, rows), rebuild.ts (rebuild-load.ts,
+// rebuild-validate.ts), reader-switch.ts (the readers' views, rollback). Guide: docs/consumers.md.
 export type * from './types.js';
 export { defineProjection, DEFAULT_BATCH_SIZE, DEFAULT_RETRY } from './define-projection.js';
 export { createProjectionRunner } from './runner.js';
@@ -13,5 +14,19 @@ export { DEFAULT_STATE_SCHEMA, ensureStore, storeTables, type StoreTables } from
 export { toProjectionEvent, recordedInput, type RecordedInput } from './projection-event.js';
 export { compareSourceVersions, versionsComparable } from './source-version.js';
 export { fnv1a32, partitionOf } from './partition.js';
-export { ProjectionError, ProjectionConfigError, ProjectionConflictError, ProjectionHandlerError, type ProjectionErrorCode, type HandlerFailureDetails } from './errors.js';
+export { rebuildProjection } from './rebuild.js';
+export { rollbackProjection } from './reader-switch.js';
+export { listGenerations, servingGeneration, generationSchema, generationKey, readerSchema } from './generation-store.js';
+export { DEFAULT_SAMPLE } from './rebuild-validate.js';
+export {
+  ProjectionError,
+  ProjectionConfigError,
+  ProjectionConflictError,
+  ProjectionHandlerError,
+  ProjectionGenerationError,
+  ProjectionValidationError,
+  type ProjectionErrorCode,
+  type HandlerFailureDetails,
+  type ValidationFailureDetails,
+} from './errors.js';
 export { defineProjectionConfig, parseProjectionConfig, loadProjectionConfig, type ParseProjectionConfigOptions } from './config.js';

@@ -3,7 +3,7 @@
 // (its diagnosis in the failed-events table, the checkpoint moved past it, in one transaction) or
 // the runner halts before it — by the projection's `onError`. Never skipped silently.
 import type pg from 'pg';
-import { applyBatch, HandlerFailure, type BatchTarget } from './apply-batch.js';
+import { applyBatch, HandlerFailure, stateKey, type BatchTarget } from './apply-batch.js';
 import type { ContractStep } from './contract-step.js';
 import { ProjectionConflictError, ProjectionHandlerError } from './errors.js';
 import { partitionKey } from './partition.js';
@@ -68,16 +68,17 @@ function backoff(wait: number, signal: AbortSignal): Promise<void> {
 async function park(deps: BatchDeps, expected: AllPosition | null, event: ProjectionEvent, error: unknown, attempts: number): Promise<AllPosition> {
   const { client, target } = deps;
   const { projection, tables } = target;
+  const key = stateKey(target);
   const partition = partitionKey(projection.partition);
   await client.query('BEGIN');
   try {
-    await ensureCheckpoint(client, tables, projection.name, partition);
-    const found = await readCheckpoint(client, tables, projection.name, partition, true);
+    await ensureCheckpoint(client, tables, key, partition);
+    const found = await readCheckpoint(client, tables, key, partition, true);
     const same = found === null || expected === null ? found === expected : found.commit === expected.commit && found.prepare === expected.prepare;
-    if (!same || !(await advanceCheckpoint(client, tables, projection.name, partition, expected, event.position))) {
+    if (!same || !(await advanceCheckpoint(client, tables, key, partition, expected, event.position))) {
       throw new ProjectionConflictError(projection.name, partition, expected, found);
     }
-    await parkEvent(client, tables, projection.name, partition, event, error, attempts);
+    await parkEvent(client, tables, key, partition, event, error, attempts);
     await client.query('COMMIT');
   } catch (failure) {
     await client.query('ROLLBACK').catch(() => undefined);

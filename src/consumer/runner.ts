@@ -1,14 +1,17 @@
 // createProjectionRunner: wiring and lifecycle only. The transport is event-feed.ts, a batch's
-// transaction apply-batch.ts, failing handlers poison.ts, the state tables store.ts.
+// transaction apply-batch.ts, failing handlers poison.ts, the state tables store.ts, generations
+// (option `generation`) generation-store.ts.
 import { KurrentDBClient } from '@kurrent/kurrentdb-client';
 import pg from 'pg';
+import { stateKey, type BatchTarget } from './apply-batch.js';
 import { loadContractStep } from './contract-step.js';
 import { ProjectionConfigError } from './errors.js';
 import { openEventFeed, type EventFeed } from './event-feed.js';
+import { generationKey, generationSchema, requireRunnable } from './generation-store.js';
 import { partitionKey } from './partition.js';
 import { applyRecovering, emptyTotals, StopRequested, type BatchDeps, type Totals } from './poison.js';
-import { DEFAULT_STATE_SCHEMA, ensureCheckpoint, ensureStore, readCheckpoint, storeTables, type StoreTables } from './store.js';
-import type { AllPosition, Projection, ProjectionLogger, ProjectionRunner, ProjectionRunnerOptions, ProjectionStatus, RunnerState } from './types.js';
+import { DEFAULT_STATE_SCHEMA, ensureCheckpoint, ensureStore, readCheckpoint, storeTables } from './store.js';
+import type { AllPosition, ProjectionLogger, ProjectionRunner, ProjectionRunnerOptions, ProjectionStatus, RunnerState } from './types.js';
 
 const silent: ProjectionLogger = { info() {}, warn() {}, error() {} };
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
@@ -26,11 +29,18 @@ function checkOptions(options: ProjectionRunnerOptions): void {
     if (value !== undefined && (typeof value !== 'string' || !SCHEMA_NAME.test(value))) fail(field, 'must be a plain PostgreSQL identifier');
   }
   if (options.contracts !== undefined && typeof options.contracts?.dir !== 'string') fail('contracts.dir', 'must be the contracts directory');
+  if (options.generation !== undefined) {
+    if (!Number.isInteger(options.generation) || options.generation < 1) fail('generation', `must be an integer ≥ 1 (found ${String(options.generation)})`);
+    if (options.schema !== undefined) fail('schema', "does not go with generation: a generation's tables are in schema <name>_g<N>");
+  }
 }
 
 /** Creates the state tables and the projection's own (its `setup`, in a transaction) and returns the stored checkpoint. */
-async function prepare(client: pg.ClientBase, tables: StoreTables, projection: Projection<any>, schema: string): Promise<AllPosition | null> {
+async function prepare(client: pg.ClientBase, target: BatchTarget, generation: number | undefined): Promise<AllPosition | null> {
+  const { tables, projection, schema } = target;
+  const key = stateKey(target);
   await ensureStore(client, tables);
+  if (generation !== undefined) await requireRunnable(client, tables, projection.name, generation);
   await client.query('BEGIN');
   try {
     // Instances starting at once would race on CREATE … IF NOT EXISTS (a duplicate-key error on
@@ -38,13 +48,13 @@ async function prepare(client: pg.ClientBase, tables: StoreTables, projection: P
     await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`event-assembler projection setup ${schema}.${projection.name}`]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
     if (projection.setup) await projection.setup(client, schema);
-    await ensureCheckpoint(client, tables, projection.name, partitionKey(projection.partition));
+    await ensureCheckpoint(client, tables, key, partitionKey(projection.partition));
     await client.query('COMMIT');
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
     throw error;
   }
-  return readCheckpoint(client, tables, projection.name, partitionKey(projection.partition));
+  return readCheckpoint(client, tables, key, partitionKey(projection.partition));
 }
 
 /** Runs one projection partition: subscribe after the checkpoint, apply batches until stopped or failed. */
@@ -53,7 +63,9 @@ export function createProjectionRunner(options: ProjectionRunnerOptions): Projec
   const { projection } = options;
   const logger = options.logger ?? silent;
   const tables = storeTables(options.stateSchema ?? DEFAULT_STATE_SCHEMA);
-  const schema = options.schema ?? 'public';
+  const { generation } = options;
+  const schema = generation === undefined ? (options.schema ?? 'public') : generationSchema(projection.name, generation);
+  const target: BatchTarget = { projection, tables, schema, ...(generation === undefined ? {} : { key: generationKey(projection.name, generation) }) };
   const partition = partitionKey(projection.partition);
   const totals: Totals = emptyTotals();
   const abort = new AbortController();
@@ -64,7 +76,7 @@ export function createProjectionRunner(options: ProjectionRunnerOptions): Projec
   let running: Promise<void> | null = null;
 
   async function loop(client: pg.ClientBase): Promise<void> {
-    position = await prepare(client, tables, projection, schema);
+    position = await prepare(client, target, generation);
     const contract = await loadContractStep(options.contracts);
     if (abort.signal.aborted) return;
     const kurrent = KurrentDBClient.connectionString(options.kurrentdb);
@@ -72,7 +84,7 @@ export function createProjectionRunner(options: ProjectionRunnerOptions): Projec
       feed = openEventFeed(kurrent, projection, position);
       state = 'running';
       logger.info('projection running', { projection: projection.name, partition, from: position });
-      const deps: BatchDeps = { client, target: { projection, tables, schema }, contract, totals, logger, signal: abort.signal };
+      const deps: BatchDeps = { client, target, contract, totals, logger, signal: abort.signal };
       while (!abort.signal.aborted) {
         const batch = await feed.next(projection.batchSize);
         if (batch === null) break;

@@ -7,6 +7,11 @@
  * | `projection_receipts`  | projection, event id                          | "this delivery was applied" (prunable)      |
  * | `projection_entity_versions` | projection, entity type, entity id      | the source version last applied to the entity; `deleted` = tombstone |
  * | `projection_failed_events` | projection, event id                      | parked events, with the diagnosis           |
+ * | `projection_generations` | projection, generation                      | which generation serves, which builds, which are kept for rollback (generation-store.ts) |
+ *
+ * The `projection` column of the first four holds the projection's state key: its name, or
+ * `<name>@g<N>` for generation N (generation-store.ts), so each generation has its own checkpoint
+ * rows, receipts, entity versions and parked events.
  *
  * Checkpoints here; receipts, entity versions and failed events in store-rows.ts.
  */
@@ -22,6 +27,7 @@ export interface StoreTables {
   readonly receipts: string;
   readonly entityVersions: string;
   readonly failedEvents: string;
+  readonly generations: string;
 }
 
 function quote(identifier: string): string {
@@ -36,6 +42,7 @@ export function storeTables(schema: string = DEFAULT_STATE_SCHEMA): StoreTables 
     receipts: `${q}.projection_receipts`,
     entityVersions: `${q}.projection_entity_versions`,
     failedEvents: `${q}.projection_failed_events`,
+    generations: `${q}.projection_generations`,
   };
 }
 
@@ -90,6 +97,18 @@ export async function ensureStore(client: pg.ClientBase, tables: StoreTables): P
       attempts integer NOT NULL,
       parked_at timestamptz NOT NULL DEFAULT now(),
       PRIMARY KEY (projection, event_id))`);
+    await client.query(`CREATE TABLE IF NOT EXISTS ${tables.generations} (
+      projection text NOT NULL,
+      generation integer NOT NULL CHECK (generation > 0),
+      state text NOT NULL CHECK (state IN ('building', 'serving', 'standby', 'failed')),
+      previous integer,
+      commit_position bigint,
+      prepare_position bigint,
+      failure text,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      switched_at timestamptz,
+      PRIMARY KEY (projection, generation))`);
+    await client.query(`CREATE UNIQUE INDEX IF NOT EXISTS projection_generations_serving ON ${tables.generations} (projection) WHERE state = 'serving'`);
     await client.query('COMMIT');
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);

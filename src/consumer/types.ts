@@ -182,6 +182,12 @@ export interface ProjectionRunnerOptions {
   readonly stateSchema?: string;
   /** Schema of the projection's own tables, handed to `setup` and to handlers as `ctx.schema`. @default 'public' */
   readonly schema?: string;
+  /**
+   * Write into generation N (made by `rebuildProjection`; serving or kept for rollback): tables in
+   * schema `<name>_g<N>`, checkpoint rows, receipts and entity versions under `<name>@g<N>`. Not
+   * with `schema`. @default no generation: `schema` and the projection's name
+   */
+  readonly generation?: number;
   /** Validate every event against its contract and upcast it to the newest version. @default no validation */
   readonly contracts?: { readonly dir: string; readonly upcasters?: readonly Upcaster[] };
   /** @default silent */
@@ -243,4 +249,106 @@ export interface ResolvedProjectionConfig {
   readonly schema: string;
   /** Masks the configuration's secrets in texts, log fields and errors. */
   readonly redactor: Redactor;
+}
+
+/**
+ * A generation's state: `building` (a rebuild loads it), `serving` (readers' views point at it),
+ * `standby` (served before, kept for rollback), `failed` (its rebuild failed or was abandoned).
+ */
+export type GenerationState = 'building' | 'serving' | 'standby' | 'failed';
+
+/** One generation of a projection, as `projection_generations` records it. */
+export interface GenerationInfo {
+  readonly projection: string;
+  readonly generation: number;
+  /** Where its tables are: `<name>_g<N>`. */
+  readonly schema: string;
+  readonly state: GenerationState;
+  /** The generation that served before this one was switched in (what a rollback returns to). */
+  readonly previous: number | null;
+  /** The freshness point it was loaded to (`null`: `$all` was empty). */
+  readonly position: AllPosition | null;
+  /** Why it failed. */
+  readonly failure: string | null;
+  readonly createdAt: Date;
+  /** When it last became the serving generation. */
+  readonly switchedAt: Date | null;
+}
+
+/** Where the kit's state is: shared by the generation functions. */
+export interface GenerationStoreOptions {
+  /** A connection string or a `pg.Pool` (not ended here). */
+  readonly postgres: string | pg.Pool;
+  /** @default 'event_assembler' */
+  readonly stateSchema?: string;
+}
+
+/** A row of a projection's table, as `pg` returns it. */
+export type ProjectionRow = Record<string, unknown>;
+
+/**
+ * What a rebuild checks before switching. (a) Count: the rows of `table` against the live entities
+ * the events read leave (entities with a handled event whose last event, by source version, is
+ * not a delete). (b) Sample: `sample` live entities at random, each one's row of `table` handed to
+ * `check` with its source row (what `source` returns).
+ */
+export interface RebuildValidation {
+  /** The projection's table (in the generation's schema) holding one row per live entity. */
+  readonly table: string;
+  /** Its column holding the entity id (compared as text). @default 'id' */
+  readonly key?: string;
+  /** Count and sample only entities of this type. @default every entity type */
+  readonly entityType?: string;
+  /** How many live entities to compare with their source rows; needs `source` and `check`. @default 20 when `check` is given */
+  readonly sample?: number;
+  /** Reads a sampled entity's source row (e.g. from the source database); `null` when it has none. */
+  readonly source?: (entity: { readonly type: string; readonly id: string }) => Promise<ProjectionRow | null> | ProjectionRow | null;
+  /** Compares: returns what differs (a string), or nothing when they agree; throwing counts as differing. */
+  readonly check?: (row: ProjectionRow, source: ProjectionRow | null, entity: { readonly type: string; readonly id: string }) => string | void | null | Promise<string | void | null>;
+}
+
+export interface RebuildOptions extends GenerationStoreOptions {
+  readonly projection: Projection<any>;
+  /** KurrentDB connection string. */
+  readonly kurrentdb: string;
+  /** The freshness point: the events up to it (inclusive) are loaded. @default 'head' (the last event of `$all` when the rebuild starts) */
+  readonly to?: 'head' | AllPosition;
+  /** @default no validation: the generation is switched in once loaded */
+  readonly validate?: RebuildValidation;
+  /** As the runner's. @default no validation */
+  readonly contracts?: { readonly dir: string; readonly upcasters?: readonly Upcaster[] };
+  /** Ends the rebuild (the generation is marked failed, readers stay where they are). */
+  readonly signal?: AbortSignal;
+  /** @default silent */
+  readonly logger?: ProjectionLogger;
+}
+
+export interface RebuildResult {
+  readonly projection: string;
+  /** The new serving generation. */
+  readonly generation: number;
+  /** The generation that served before (kept, `standby`, for rollback); `null` for the first. */
+  readonly previous: number | null;
+  /** The schema readers use: `<name>`, views over the serving generation's tables. */
+  readonly readerSchema: string;
+  readonly position: AllPosition | null;
+  /** Events the projection selected up to the freshness point, and what became of them. */
+  readonly events: { readonly read: number; readonly applied: number; readonly unhandled: number; readonly skipped: number; readonly parked: number };
+  /** `null` without `validate`. */
+  readonly validation: { readonly entities: number; readonly rows: number; readonly sampled: number } | null;
+}
+
+export interface RollbackOptions extends GenerationStoreOptions {
+  /** The projection's name. */
+  readonly projection: string;
+  /** The generation to serve again. @default the one that served before the serving one */
+  readonly to?: number;
+}
+
+export interface RollbackResult {
+  readonly projection: string;
+  /** Serving now. */
+  readonly generation: number;
+  /** Served until now, `standby`. */
+  readonly from: number;
 }
