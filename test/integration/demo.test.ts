@@ -103,6 +103,16 @@ describe('demo on given servers (--source, --kurrentdb)', () => {
     expect(events).toBeGreaterThan(300);
   });
 
+  it('runs the invoicing projections to the end of the streams and their balances agree with the source', async () => {
+    const line = /projections +invoices (\d+) rows, customerSummary (\d+) rows caught up in \d+\.\d s; balances: OK \((\d+) invoices?, (\d+) customers? checked\)/.exec(run.stdout);
+    expect(line, run.stdout).not.toBeNull();
+    expect(line![1]).toBe(line![3]); // one row per source invoice
+    expect(line![2]).toBe(line![4]); // one row per customer with invoices
+    expect(Number(line![1])).toBeGreaterThan(50);
+    // The projections' schema (tables and the kit's state) is the demo's own: dropped at the end.
+    expect(await db.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 'demo\\_%'`)).toEqual([]);
+  });
+
   it('leaves no slot, publication or capture role behind on a given server', async () => {
     expect(await db.query(`SELECT slot_name FROM pg_replication_slots WHERE database = current_database()`)).toEqual([]);
     expect(await db.query(`SELECT pubname FROM pg_publication`)).toEqual([]);
@@ -201,6 +211,7 @@ describe('demo on its own servers', () => {
     expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
     expect(run.stdout).toContain('(embedded)');
     expect(run.stdout).toContain('destination check: OK');
+    expect(run.stdout).toMatch(/projections +invoices \d+ rows, customerSummary \d+ rows caught up in \d+\.\d s; balances: OK/);
     const port = Number(/PostgreSQL 17 on 127\.0\.0\.1:(\d+)/.exec(run.stdout)?.[1]);
     expect(await isPortOpen('127.0.0.1', port)).toBe(false);
   }, RUN_TIMEOUT_MS);

@@ -52,10 +52,15 @@ What it does:
      transactions, events by type, parked records, commit-to-append lag (p50/p99), and
      the destination check: the reference snapshot and slot history mapped independently must equal
      the destination (nothing missing, duplicated, extra or out of order), and no customer
-     email or card_number may appear in any event.
-Exit status 0 only when the check holds. Everything the demo started is removed at the
+     email or card_number may appear in any event;
+  7. runs the example's projections (invoices, customerSummary: examples/invoicing/projections)
+     through the consumer kit on the same servers — their tables and the kit's state in schema
+     <demo schema>_projections — until both have applied the last invoice event, then checks
+     their balances with SQL against the source tables: per invoice, outstanding = total if
+     issued or paid − its payments (draft and void owe nothing); per customer, the same summed.
+Exit status 0 only when the check holds (destination and balances). Everything the demo started is removed at the
 end, also on Ctrl-C and on failure. On your own servers (--source, --kurrentdb) every name the
-demo creates carries a run tag, and its schema, role, slots and publication are dropped
+demo creates carries a run tag, and its schemas, role, slots and publication are dropped
 afterwards; tables of yours (a public.invoice, say) are never read or written.
 
 Examples:

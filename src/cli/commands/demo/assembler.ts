@@ -10,7 +10,7 @@ import type { DemoNames } from './names.js';
 import type { Progress } from './progress.js';
 import { waitFor } from './wait.js';
 
-const CONTRACTS_DIR = fileURLToPath(new URL('../../../../contracts/invoicing', import.meta.url));
+export const CONTRACTS_DIR = fileURLToPath(new URL('../../../../contracts/invoicing', import.meta.url));
 
 export interface RunningAssembler {
   readonly assembler: Assembler;

@@ -2,6 +2,8 @@
 // part of the package), in TypeScript, so the demo runs through tsx as `npm start` does. These
 // are the parts of it the demo uses, typed here because src/ cannot import examples/.
 import { readFile } from 'node:fs/promises';
+import type { Upcaster } from '../../../contracts/upcasters.js';
+import type { Projection } from '../../../consumer/index.js';
 import type { AnyMapper } from '../../../mapping/index.js';
 
 export const EXAMPLE = new URL('../../../../examples/invoicing/', import.meta.url);
@@ -31,13 +33,19 @@ export interface InvoicingExample {
     concurrency: number;
     idPrefix?: string;
   }): Workload;
+  /** The example's projections (examples/invoicing/projections); `idPrefix` keeps them to one run's invoices. */
+  createInvoicingProjections(options: { idPrefix?: string }): { invoices: Projection<any>; customerSummary: Projection<any> };
+  /** InvoiceIssued v1 → v2, for the projections' contracts. */
+  readonly invoicingUpcasters: readonly Upcaster[];
 }
 
 export async function loadExample(): Promise<InvoicingExample> {
   try {
     const { createInvoicingMappers } = (await import(new URL('index.ts', EXAMPLE).href)) as Pick<InvoicingExample, 'createInvoicingMappers'>;
     const { createInvoicingWorkload } = (await import(new URL('workload.ts', EXAMPLE).href)) as Pick<InvoicingExample, 'createInvoicingWorkload'>;
-    return { createInvoicingMappers, createInvoicingWorkload };
+    const { createInvoicingProjections } = (await import(new URL('projections/index.ts', EXAMPLE).href)) as Pick<InvoicingExample, 'createInvoicingProjections'>;
+    const { invoicingUpcasters } = (await import(new URL('upcasters.ts', EXAMPLE).href)) as Pick<InvoicingExample, 'invoicingUpcasters'>;
+    return { createInvoicingMappers, createInvoicingWorkload, createInvoicingProjections, invoicingUpcasters };
   } catch (error) {
     throw new Error(
       `the demo needs the invoicing example from a checkout of event-assembler (examples/invoicing, loaded through tsx); run it there with npm start. (${error instanceof Error ? error.message : String(error)})`,

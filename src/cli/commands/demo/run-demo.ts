@@ -2,7 +2,8 @@
 // in-memory KurrentDB started here (or yours, given by flags), the invoicing example's tables in
 // the demo's own schema, capture set up under a least-privilege role, the assembler running the
 // invoicing mappers and contracts, a live business workload, then a graceful stop and a check
-// that the destination holds exactly what the source history says it must. This file is the
+// that the destination holds exactly what the source history says it must, then the example's
+// projections run to the end of the streams and their balances are checked. This file is the
 // sequence; each step lives in the file named after it.
 import { createReferenceSlotWithSnapshot, dropReferenceSlot } from '../../../testing/verify-destination.js';
 import { startAssembler } from './assembler.js';
@@ -12,6 +13,7 @@ import { loadExample } from './example.js';
 import { runLiveWorkload } from './live-workload.js';
 import { demoNames } from './names.js';
 import { createProgress } from './progress.js';
+import { projectionSchema, runProjections } from './projections.js';
 import { startServers } from './servers.js';
 import { prepareSource } from './source-setup.js';
 import { formatSummary, latencyOf, plural } from './summary.js';
@@ -61,14 +63,16 @@ export async function runDemo(options: DemoOptions, io: DemoIo): Promise<DemoRes
     say(`stopped gracefully in ${Math.round(performance.now() - stopStarted)} ms (drained, acknowledged ${summary.acknowledgedLsn ?? 'nothing'})`);
 
     const check = await checkDestination({ names, admin, capture, kurrentdb, mappers, expectedBefore: reference.expectedBefore });
+    const projections = await runProjections({ names, admin, kurrentdb, example, verbose: options.verbose }, cleanups, say, io.signal);
     const result: DemoResult = {
-      ok: check.report.ok && check.sensitive.found === 0,
+      ok: check.report.ok && check.sensitive.found === 0 && projections.ok,
       report: check.report,
       summary,
       workload: workload.counts(),
       live,
       latency: latencyOf(line.assembler.status().lag.commitToAppendPercentiles),
       sensitive: check.sensitive,
+      projections,
     };
     io.write(formatSummary(result));
 
@@ -77,6 +81,7 @@ export async function runDemo(options: DemoOptions, io: DemoIo): Promise<DemoRes
       say(`  PostgreSQL (admin):   ${admin}`);
       say(`  PostgreSQL (capture): ${capture}`);
       say(`  tables in schema:     ${names.schema}`);
+      say(`  projections in:       ${projectionSchema(names)}`);
       say(`  KurrentDB:            ${kurrentdb}`);
       await new Promise<void>((resolve) => (io.signal.aborted ? resolve() : io.signal.addEventListener('abort', () => resolve(), { once: true })));
     }

@@ -43,6 +43,33 @@ export interface DemoResult {
   readonly live: LiveWorkload;
   readonly latency: LatencySummary | null;
   readonly sensitive: { readonly checkedValues: number; readonly found: number };
+  /** The example's projections, run after the assembler and checked against the source tables. */
+  readonly projections: ProjectionsReport;
+}
+
+/** One projection table against what the source tables say it must hold. */
+export interface ProjectionComparison {
+  /** Rows in the projection's table. */
+  readonly rows: number;
+  /** Source rows (invoices, customers with invoices) compared. */
+  readonly checked: number;
+  readonly missing: number;
+  readonly extra: number;
+  readonly different: number;
+  /** Up to 3 keys that are missing, extra or different. */
+  readonly samples: readonly string[];
+}
+
+export interface ProjectionsReport {
+  /** `null` when the projections failed before the check. */
+  readonly invoices: ProjectionComparison | null;
+  readonly customers: ProjectionComparison | null;
+  /** From the runners' start until both had applied the last invoice event. */
+  readonly seconds: number;
+  /** Caught up, and every balance agrees with the source. */
+  readonly ok: boolean;
+  /** Why the projections did not run to the check. */
+  readonly error: string | null;
 }
 
 export interface LiveWorkload {
