@@ -21,7 +21,9 @@
 // survive the kills. Scale: EA_CONSUMER_KILLS (default 10), EA_CONSUMER_EFFECT_KILLS (of those,
 // between effect and checkpoint; default ⌈40 %⌉), EA_CONSUMER_SEED (default: time-based; printed,
 // so a failing run can be repeated — the kill plan and the workload's content follow from it; the
-// timing does not), EA_CONSUMER_RATE (workload transactions per second, default 150).
+// timing does not), EA_CONSUMER_RATE (workload transactions per second, default 100). The workload
+// comes in rounds, one per child: 60–120 transactions (seeded) let through as the child is spawned,
+// written at that rate while it starts and runs, and after its death while the next one starts.
 import { KurrentDBClient, FORWARDS, START } from '@kurrent/kurrentdb-client';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -30,18 +32,20 @@ import { recordedInput, storeTables, toProjectionEvent } from '../../src/consume
 import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
 import { backendGone, settledBackend, windowOf, type KillWindow } from '../support/consumer-backend.js';
-import { createLedgerWriter, LEDGER_PROJECTION, type LedgerEntry, type LedgerWriter } from '../support/consumer-ledger.js';
+import { LEDGER_PROJECTION } from '../support/consumer-ledger.js';
+import { createLedgerWriter, type LedgerWriter } from '../support/consumer-ledger-writer.js';
 import { startConsumerProcess, type ChildMessage, type ConsumerProcess } from '../support/consumer-process.js';
+import { startLedgerWorkload } from '../support/consumer-workload.js';
 
 const KILLS = Number(process.env.EA_CONSUMER_KILLS ?? 10);
 const EFFECT_KILLS = Math.min(KILLS, Number(process.env.EA_CONSUMER_EFFECT_KILLS ?? Math.ceil(KILLS * 0.4)));
 const SEED = Number(process.env.EA_CONSUMER_SEED ?? Date.now() % 2_147_483_647);
-const RATE = Number(process.env.EA_CONSUMER_RATE ?? 150);
+const RATE = Number(process.env.EA_CONSUMER_RATE ?? 100);
 const ACCOUNTS = 20;
 /** Transactions written before the first start: a backlog for the first child. */
-const FIRST_ROUND = 150;
-/** Events written while the last child follows the workload, before the workload stops. */
-const LAST_ROUND_EVENTS = 200;
+const FIRST_ROUND = 100;
+/** Transactions of the last round, written while the last child follows the workload. */
+const LAST_ROUND = 60;
 const CHECKPOINTS = storeTables().checkpoints;
 
 type KillKind = 'effect-before-checkpoint' | 'random';
@@ -57,6 +61,9 @@ interface KillRecord {
   readonly pausedEvent?: string;
   readonly rolledBack?: boolean;
   readonly query: string;
+  /** Milliseconds from the spawn to the child's first line (Node + tsx start-up), and to the kill. */
+  readonly startupMs: number;
+  readonly killedAfterMs: number;
 }
 
 interface SourceEvent {
@@ -68,76 +75,17 @@ interface SourceEvent {
   readonly commit: bigint;
 }
 
-/** The workload: transactions of 1–3 ledger rows over ACCOUNTS accounts, from a seeded PRNG; paced at RATE. */
-function createWorkload(writer: LedgerWriter, seed: number) {
-  const random = createPrng(seed);
-  const model: Record<string, number> = {};
-  const rounds: number[] = [0];
-  let transactions = 0;
-  let events = 0;
-  let stopping = false;
-  let loop: Promise<void> | null = null;
-
-  async function writeOne(): Promise<void> {
-    const entries: LedgerEntry[] = Array.from({ length: 1 + Math.floor(random() * 3) }, () => {
-      const account = `acc${String(Math.floor(random() * ACCOUNTS)).padStart(2, '0')}`;
-      const withdrawal = random() < 0.3;
-      const amount = 1 + Math.floor(random() * (withdrawal ? 500 : 1_000));
-      model[account] = (model[account] ?? 0) + (withdrawal ? -amount : amount);
-      return { account, kind: withdrawal ? 'withdrawal' : 'deposit', amount };
-    });
-    const written = await writer.write(entries);
-    transactions++;
-    events += written;
-    rounds[rounds.length - 1]! += written;
-  }
-
-  return {
-    model,
-    rounds,
-    get transactions() {
-      return transactions;
-    },
-    get events() {
-      return events;
-    },
-    async burst(count: number) {
-      for (let i = 0; i < count; i++) await writeOne();
-    },
-    /** Writes in the background, RATE transactions per second, until `stop()`. */
-    start() {
-      stopping = false;
-      loop = (async () => {
-        let due = Date.now();
-        while (!stopping) {
-          await writeOne();
-          due += 1_000 / RATE;
-          const wait = due - Date.now();
-          if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-        }
-      })();
-    },
-    nextRound() {
-      rounds.push(0);
-    },
-    async stop() {
-      stopping = true;
-      await loop;
-      loop = null;
-    },
-  };
-}
-
-function planKills(random: () => number): { kind: KillKind; target: number }[] {
+function planKills(random: () => number): { kind: KillKind; target: number; round: number }[] {
   const kinds: KillKind[] = Array.from({ length: KILLS }, (_, i) => (i < EFFECT_KILLS ? 'effect-before-checkpoint' : 'random'));
   for (let i = kinds.length - 1; i > 0; i--) {
     const j = Math.floor(random() * (i + 1));
     [kinds[i], kinds[j]] = [kinds[j]!, kinds[i]!];
   }
   // Effect kills: the 1st–40th effect of the child (the first batch or a later one, any place in a
-  // batch of 10). Random kills: after 1–150 committed events (during the catch-up of what was
-  // written while the previous child was down, or once it follows the live workload).
-  return kinds.map((kind) => ({ kind, target: 1 + Math.floor(random() * (kind === 'random' ? 150 : 40)) }));
+  // batch of 10). Random kills: after 1–60 committed events (during the catch-up of what was
+  // written while the previous child was down, or once it follows the live workload). A round
+  // (≥ 60 transactions, ≥ 60 events) makes either reachable.
+  return kinds.map((kind) => ({ kind, target: 1 + Math.floor(random() * (kind === 'random' ? 60 : 40)), round: 60 + Math.floor(random() * 61) }));
 }
 
 async function readSource(kurrentdb: string): Promise<SourceEvent[]> {
@@ -177,11 +125,11 @@ describe('the consumer survives SIGKILL at random points, between effect and che
     await db?.drop();
   });
 
-  it(`no double effect and nothing missed after ${KILLS} kills, checked against the source`, { timeout: 180_000 }, async () => {
+  it(`no double effect and nothing missed after ${KILLS} kills, checked against the source`, { timeout: 300_000 }, async () => {
     const started = Date.now();
     const random = createPrng(SEED);
     const plan = planKills(random);
-    const workload = createWorkload(writer, SEED + 1);
+    const workload = startLedgerWorkload(writer, { seed: SEED + 1, accounts: ACCOUNTS, transactionsPerSecond: RATE });
     const children = new Set<ConsumerProcess>();
     const kills: KillRecord[] = [];
     const kurrentdb = `${kdb.connectionString}&discoveryInterval=50`;
@@ -199,19 +147,23 @@ describe('the consumer survives SIGKILL at random points, between effect and che
     const committedBy = async (pid: number) => Number((await pool.query(`SELECT count(*) AS n FROM public.applied_events WHERE pid = $1`, [pid]).catch(() => ({ rows: [{ n: 0 }] }))).rows[0].n);
 
     try {
-      await workload.burst(FIRST_ROUND);
-      workload.start();
-      for (const [i, { kind, target }] of plan.entries()) {
-        workload.nextRound();
+      workload.addRound(FIRST_ROUND);
+      await workload.written();
+      for (const [i, { kind, target, round }] of plan.entries()) {
+        workload.addRound(round);
+        const spawned = Date.now();
         const { proc, applicationName } = start(kind === 'effect-before-checkpoint' ? target : undefined);
+        let startupMs = -1;
+        void proc.waitForMessage((m) => m.event === 'started', 60_000).then(() => (startupMs = Date.now() - spawned), () => undefined);
         let record: KillRecord;
         if (kind === 'effect-before-checkpoint') {
           const paused: ChildMessage = await proc.waitForMessage((m) => m.event === 'paused', 30_000);
           const view = await settledBackend(pool, applicationName);
           await proc.kill('SIGKILL');
+          const killedAfterMs = Date.now() - spawned;
           await backendGone(pool, applicationName);
           const left = await pool.query(`SELECT count(*)::int AS n FROM public.applied_events WHERE event_id = $1`, [paused['id']]);
-          record = { n: i + 1, kind, target, window: windowOf(view), committedByChild: await committedBy(proc.pid), pausedEvent: String(paused['id']), rolledBack: left.rows[0].n === 0, query: view?.query.slice(0, 60) ?? '' };
+          record = { n: i + 1, kind, target, window: windowOf(view), committedByChild: await committedBy(proc.pid), pausedEvent: String(paused['id']), rolledBack: left.rows[0].n === 0, query: view?.query.slice(0, 60) ?? '', startupMs, killedAfterMs };
           expect(view, `kill ${i + 1}: the paused child's backend`).toMatchObject({ state: 'idle in transaction', inTransaction: true });
         } else {
           const deadline = Date.now() + 30_000;
@@ -223,8 +175,9 @@ describe('the consumer survives SIGKILL at random points, between effect and che
           process.kill(proc.pid, 'SIGSTOP');
           const view = await settledBackend(pool, applicationName);
           await proc.kill('SIGKILL');
+          const killedAfterMs = Date.now() - spawned;
           await backendGone(pool, applicationName);
-          record = { n: i + 1, kind, target, window: windowOf(view), committedByChild: await committedBy(proc.pid), query: view?.query.replace(/\s+/g, ' ').slice(0, 60) ?? '' };
+          record = { n: i + 1, kind, target, window: windowOf(view), committedByChild: await committedBy(proc.pid), query: view?.query.replace(/\s+/g, ' ').slice(0, 60) ?? '', startupMs, killedAfterMs };
         }
         const exit = await proc.exited;
         expect(exit.signal, `kill ${i + 1}: the child died of something else\n${proc.stderrTail()}`).toBe('SIGKILL');
@@ -233,14 +186,10 @@ describe('the consumer survives SIGKILL at random points, between effect and che
       }
 
       // The last round: a last child follows the workload, which then stops; it runs to the head.
-      workload.nextRound();
+      workload.addRound(LAST_ROUND);
+      const lastStarted = Date.now();
       const last = start();
-      const tail = workload.events;
-      const deadline = Date.now() + 30_000;
-      while (workload.events < tail + LAST_ROUND_EVENTS) {
-        if (Date.now() > deadline) throw new Error('the workload stalled in the last round');
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
+      await workload.written();
       await workload.stop();
       const source = await readSource(kdb.connectionString);
       const head = source.at(-1)!.commit;
@@ -252,6 +201,7 @@ describe('the consumer survives SIGKILL at random points, between effect and che
         if (Date.now() > headDeadline) throw new Error(`the last child did not reach the head (${head}) within 60 s: checkpoint ${rows[0]?.commit}\n${last.proc.stderrTail()}`);
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
+      const lastRunMs = Date.now() - lastStarted;
       const stopped = last.proc.waitForMessage((m) => m.event === 'stopped', 30_000);
       const exit = await last.proc.kill('SIGTERM');
       await stopped;
@@ -288,10 +238,10 @@ describe('the consumer survives SIGKILL at random points, between effect and che
       console.log(
         [
           `consumer crash test, seed ${SEED}: ${workload.transactions} source transactions, ${source.length} events on ${Object.keys(expected).length} accounts in ${workload.rounds.length} rounds ` +
-            `(${workload.rounds.join('/')} events); ${kills.length} SIGKILLs, ${starts} child starts; windows: ${[...windows].map(([w, n]) => `${n} ${w}`).join(', ')}; ` +
+            `(${workload.rounds.join('/')} transactions) at ${RATE}/s; ${kills.length} SIGKILLs, ${starts} child starts; windows: ${[...windows].map(([w, n]) => `${n} ${w}`).join(', ')}; ` +
             `${effectKills.filter((k) => k.rolledBack).length}/${effectKills.length} paused effects rolled back; duplicates ${duplicates.length}, missing ${missing.length}, extra ${extra.length}, ` +
-            `out of order ${outOfOrder}, receipts ${receipts}; balances ${match ? 'match' : 'DIFFER from'} the source; ${seconds} s`,
-          ...kills.map((k) => `  kill ${String(k.n).padStart(2)} ${k.kind.padEnd(24)} target ${String(k.target).padStart(3)}: ${k.committedByChild} events committed by the child; ${k.window}${k.pausedEvent ? ` (paused on ${k.pausedEvent}, effect ${k.rolledBack ? 'rolled back' : 'STILL THERE'})` : ''} [${k.query}]`),
+            `out of order ${outOfOrder}, receipts ${receipts}; last child to the head in ${(lastRunMs / 1000).toFixed(1)} s; balances ${match ? 'match' : 'DIFFER from'} the source; ${seconds} s`,
+          ...kills.map((k) => `  kill ${String(k.n).padStart(2)} ${k.kind.padEnd(24)} target ${String(k.target).padStart(3)}, started in ${k.startupMs} ms, killed at ${k.killedAfterMs} ms: ${k.committedByChild} events committed by the child; ${k.window}${k.pausedEvent ? ` (paused on ${k.pausedEvent}, effect ${k.rolledBack ? 'rolled back' : 'STILL THERE'})` : ''} [${k.query}]`),
         ].join('\n'),
       );
 
