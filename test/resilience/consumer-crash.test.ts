@@ -24,6 +24,10 @@
 // timing does not), EA_CONSUMER_RATE (workload transactions per second, default 100). The workload
 // comes in rounds, one per child: 60–120 transactions (seeded) let through as the child is spawned,
 // written at that rate while it starts and runs, and after its death while the next one starts.
+//
+// Negative control: EA_CONSUMER_NEGATIVE_CONTROL=1 makes the child write its log rows outside the
+// batch's transaction (an effect the kit cannot undo); this test must then fail with events applied
+// twice (seed 11: 42 duplicates, 0/4 paused effects rolled back).
 import { KurrentDBClient, FORWARDS, START } from '@kurrent/kurrentdb-client';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';

@@ -7,9 +7,13 @@
 //                          `paused` line and wait forever — inside the batch's PostgreSQL
 //                          transaction, after the effect and before the receipts and the
 //                          checkpoint — so the test kills it exactly there.
+//   EA_CONSUMER_NEGATIVE_CONTROL=1  the log row of each applied event is written outside the
+//                          batch's transaction (a separate autocommit connection): the crash
+//                          test must then FAIL, with events applied twice — proof it can tell.
 //
 // It prints one JSON object per line on stdout: `started`, `paused`, `stopped` (on SIGTERM, after
 // the batch in flight, with the runner's status). The runner's log goes to stderr.
+import pg from 'pg';
 import { createProjectionRunner, type ProjectionEvent } from '../../src/consumer/index.js';
 import { ledgerProjection } from './consumer-ledger.js';
 
@@ -39,8 +43,17 @@ async function onEffect(event: ProjectionEvent): Promise<void> {
 const log = (level: string) => (message: string, fields?: Record<string, unknown>) =>
   process.stderr.write(`${JSON.stringify({ level, message, ...fields }, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value instanceof Error ? value.stack : value))}\n`);
 
+/** The negative control's own connection, under another application_name (the test finds the runner's backend by its name). */
+function outsidePool(): pg.Pool | undefined {
+  if (process.env['EA_CONSUMER_NEGATIVE_CONTROL'] !== '1') return undefined;
+  const url = new URL(required('EA_CONSUMER_POSTGRES'));
+  url.searchParams.set('application_name', `${url.searchParams.get('application_name') ?? 'consumer'}-outside`);
+  return new pg.Pool({ connectionString: url.toString(), max: 1 });
+}
+
+const outside = outsidePool();
 const runner = createProjectionRunner({
-  projection: ledgerProjection(onEffect),
+  projection: ledgerProjection(onEffect, outside),
   postgres: required('EA_CONSUMER_POSTGRES'),
   kurrentdb: required('EA_CONSUMER_KURRENTDB'),
   logger: { info: log('info'), warn: log('warn'), error: log('error') },
@@ -53,4 +66,6 @@ try {
 } catch (error) {
   log('error')('consumer-child: run() failed', { error });
   process.exitCode = 1;
+} finally {
+  await outside?.end();
 }
