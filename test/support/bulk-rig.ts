@@ -139,7 +139,9 @@ export default defineConfig({
         await client.end();
       }
     },
-    async acknowledged(lsn, child, timeoutMs = 240_000) {
+    // A deadline, not a duration: a replay of 150,000 first touches after a kill takes 35–60 s on a
+    // quiet 2-core machine, but over 240 s once that machine runs five other test processes.
+    async acknowledged(lsn, child, timeoutMs = 480_000) {
       await waitFor(
         `slot ${slot} to confirm ${lsn}`,
         async () => {
