@@ -11,13 +11,16 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type * as BufferModule from '../../src/buffer/index.js';
+import type * as ConsumerModule from '../../src/consumer/index.js';
 import type * as ContractsModule from '../../src/contracts/index.js';
 import type * as MappingModule from '../../src/mapping/index.js';
 import type * as PipelineModule from '../../src/pipeline/index.js';
 import type * as PositionModule from '../../src/source/position.js';
 import type * as ReplicationModule from '../../src/source/replication.js';
+import type * as SinkModule from '../../src/sink/index.js';
 import type * as SourceModule from '../../src/source/index.js';
 import type * as KurrentModule from '../../src/testing/kurrentdb/index.js';
+import type * as MapperKitModule from '../../src/testing/mapper-kit.js';
 
 export const FROM = process.env.EA_BENCH_FROM === 'src' ? 'src' : 'build';
 const ext = FROM === 'src' ? 'ts' : 'js';
@@ -31,10 +34,13 @@ async function load<T>(path: string): Promise<T> {
 }
 
 export const { createAssembler, silentLogger } = await load<typeof PipelineModule>('pipeline/index');
-export const { compareLsn, formatLsn } = await load<typeof PositionModule>('source/position');
+export const { compareLsn, formatLsn, encodeCheckpoint } = await load<typeof PositionModule>('source/position');
 export const { standbyStatusUpdate } = await load<typeof ReplicationModule>('source/replication');
 export const { createPostgresSource } = await load<typeof SourceModule>('source/index');
 export const { withChanges } = await load<typeof BufferModule>('buffer/index');
-export const { mapUnit } = await load<typeof MappingModule>('mapping/index');
+export const { mapUnit, defineMapper } = await load<typeof MappingModule>('mapping/index');
 export const { loadContractRegistry } = await load<typeof ContractsModule>('contracts/index');
 export const { startInMemoryKurrentDB } = await load<typeof KurrentModule>('testing/kurrentdb/index');
+export const { createKurrentDBSink } = await load<typeof SinkModule>('sink/index');
+export const { insert, transaction } = await load<typeof MapperKitModule>('testing/mapper-kit');
+export const { createProjectionRunner, defineProjection } = await load<typeof ConsumerModule>('consumer/index');
