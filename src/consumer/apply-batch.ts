@@ -5,7 +5,7 @@ import { passThrough, type ContractStep } from './contract-step.js';
 import { ProjectionConflictError } from './errors.js';
 import { partitionKey } from './partition.js';
 import { compareSourceVersions, versionsComparable } from './source-version.js';
-import { advanceCheckpoint, atOrBelow, ensureCheckpoint, readCheckpoint, type StoreTables } from './store.js';
+import { advanceCheckpoint, atOrBelow, lockCheckpoint, readCheckpoint, samePosition, type StoreTables } from './store.js';
 import { entityKey, entityStates, existingReceipts, insertReceipts, writeEntityStates, type EntityState, type EntityWrite } from './store-rows.js';
 import type { AllPosition, BatchOutcome, Guard, Projection, ProjectionContext, ProjectionEvent } from './types.js';
 
@@ -32,10 +32,6 @@ export class HandlerFailure extends Error {
   ) {
     super(`handler failed on event ${index} (${event.type} ${event.id})`, { cause: failure });
   }
-}
-
-function samePosition(a: AllPosition | null, b: AllPosition | null): boolean {
-  return a === null || b === null ? a === b : a.commit === b.commit && a.prepare === b.prepare;
 }
 
 /** What the guards and handlers did to the batch's events, before anything is written. */
@@ -121,8 +117,7 @@ export async function applyBatch(
   const partition = partitionKey(projection.partition);
   await client.query('BEGIN');
   try {
-    await ensureCheckpoint(client, tables, key, partition);
-    const found = await readCheckpoint(client, tables, key, partition, true);
+    const found = await lockCheckpoint(client, tables, key, partition);
     const checkpoint = expected === 'current' ? found : expected;
     if (!samePosition(found, checkpoint)) throw new ProjectionConflictError(projection.name, partition, checkpoint, found);
     const out = await runEvents(client, target, checkpoint, events, contract);

@@ -7,7 +7,7 @@ import { applyBatch, HandlerFailure, stateKey, type BatchTarget } from './apply-
 import type { ContractStep } from './contract-step.js';
 import { ProjectionConflictError, ProjectionHandlerError } from './errors.js';
 import { partitionKey } from './partition.js';
-import { advanceCheckpoint, ensureCheckpoint, readCheckpoint } from './store.js';
+import { advanceCheckpoint, lockCheckpoint, samePosition } from './store.js';
 import { parkEvent } from './store-rows.js';
 import { describeCause } from '../mapping/failed-record.js';
 import type { AllPosition, BatchOutcome, Guard, ProjectionEvent, ProjectionLogger } from './types.js';
@@ -72,10 +72,8 @@ async function park(deps: BatchDeps, expected: AllPosition | null, event: Projec
   const partition = partitionKey(projection.partition);
   await client.query('BEGIN');
   try {
-    await ensureCheckpoint(client, tables, key, partition);
-    const found = await readCheckpoint(client, tables, key, partition, true);
-    const same = found === null || expected === null ? found === expected : found.commit === expected.commit && found.prepare === expected.prepare;
-    if (!same || !(await advanceCheckpoint(client, tables, key, partition, expected, event.position))) {
+    const found = await lockCheckpoint(client, tables, key, partition);
+    if (!samePosition(found, expected) || !(await advanceCheckpoint(client, tables, key, partition, expected, event.position))) {
       throw new ProjectionConflictError(projection.name, partition, expected, found);
     }
     await parkEvent(client, tables, key, partition, event, error, attempts);

@@ -4,7 +4,8 @@
 import { KurrentDBClient } from '@kurrent/kurrentdb-client';
 import pg from 'pg';
 import { loadContractStep } from './contract-step.js';
-import { ProjectionConfigError, ProjectionGenerationError } from './errors.js';
+import { checkCommonOptions } from './options-check.js';
+import { ProjectionGenerationError } from './errors.js';
 import { abandonBuilding, generationKey, generationSchema, markFailed, quoteIdent, readerSchema, registerGeneration, withStateClient } from './generation-store.js';
 import { partitionKey } from './partition.js';
 import { checkReaderSchema, switchReaders } from './reader-switch.js';
@@ -16,16 +17,10 @@ import type { AllPosition, Projection, ProjectionLogger, RebuildOptions, Rebuild
 const silent: ProjectionLogger = { info() {}, warn() {}, error() {} };
 
 function checkOptions(options: RebuildOptions): void {
-  const name = options?.projection?.name ?? '(none)';
-  const fail = (field: string, problem: string): never => {
-    throw new ProjectionConfigError('PROJECTION_INVALID_OPTIONS', name, field, problem);
-  };
-  if (!options?.projection || !(options.projection.deletes instanceof Set)) fail('projection', 'must be made with defineProjection({ … })');
-  if (typeof options.postgres !== 'string' && !(options.postgres instanceof pg.Pool)) fail('postgres', 'must be a connection string or a pg.Pool');
-  if (typeof options.kurrentdb !== 'string' || options.kurrentdb === '') fail('kurrentdb', 'must be a KurrentDB connection string (e.g. kurrentdb://localhost:2113?tls=false)');
+  const fail = checkCommonOptions(options);
   const to = options.to;
   if (to !== undefined && to !== 'head' && (typeof to?.commit !== 'bigint' || typeof to?.prepare !== 'bigint')) fail('to', "must be 'head' or a $all position { commit: bigint, prepare: bigint }");
-  checkValidation(name, options.validate);
+  checkValidation(options.projection.name, options.validate);
 }
 
 /** Creates the generation's schema (it must not exist) and runs the projection's setup in it, with its checkpoint rows, in one transaction. */

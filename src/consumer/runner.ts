@@ -5,7 +5,7 @@ import { KurrentDBClient } from '@kurrent/kurrentdb-client';
 import pg from 'pg';
 import { stateKey, type BatchTarget } from './apply-batch.js';
 import { loadContractStep } from './contract-step.js';
-import { ProjectionConfigError } from './errors.js';
+import { checkCommonOptions } from './options-check.js';
 import { openEventFeed, type EventFeed } from './event-feed.js';
 import { generationKey, generationSchema, requireRunnable } from './generation-store.js';
 import { partitionKey } from './partition.js';
@@ -17,13 +17,7 @@ const silent: ProjectionLogger = { info() {}, warn() {}, error() {} };
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
 
 function checkOptions(options: ProjectionRunnerOptions): void {
-  const name = options?.projection?.name ?? '(none)';
-  const fail = (field: string, problem: string): never => {
-    throw new ProjectionConfigError('PROJECTION_INVALID_OPTIONS', name, field, problem);
-  };
-  if (!options?.projection || !(options.projection.deletes instanceof Set)) fail('projection', 'must be made with defineProjection({ … })');
-  if (typeof options.postgres !== 'string' && !(options.postgres instanceof pg.Pool)) fail('postgres', 'must be a connection string or a pg.Pool');
-  if (typeof options.kurrentdb !== 'string' || options.kurrentdb === '') fail('kurrentdb', 'must be a KurrentDB connection string (e.g. kurrentdb://localhost:2113?tls=false)');
+  const fail = checkCommonOptions(options);
   for (const field of ['stateSchema', 'schema'] as const) {
     const value = options[field];
     if (value !== undefined && (typeof value !== 'string' || !SCHEMA_NAME.test(value))) fail(field, 'must be a plain PostgreSQL identifier');

@@ -149,6 +149,20 @@ export async function advanceCheckpoint(client: pg.ClientBase, tables: StoreTabl
 }
 
 /** Whether `a` is at or below `b` in `$all` (commit, then prepare). */
+export function samePosition(a: AllPosition | null, b: AllPosition | null): boolean {
+  return a === null || b === null ? a === b : a.commit === b.commit && a.prepare === b.prepare;
+}
+
+/**
+ * Inside a transaction: the checkpoint row (created when missing) locked until the transaction
+ * ends, and its position. A second instance of the partition waits here, then finds a position
+ * other than the one it expected — the compare-and-set refuses it before any handler runs.
+ */
+export async function lockCheckpoint(client: pg.ClientBase, tables: StoreTables, projection: string, partition: string): Promise<AllPosition | null> {
+  await ensureCheckpoint(client, tables, projection, partition);
+  return readCheckpoint(client, tables, projection, partition, true);
+}
+
 export function atOrBelow(a: AllPosition, b: AllPosition | null): boolean {
   if (b === null) return false;
   return a.commit < b.commit || (a.commit === b.commit && a.prepare <= b.prepare);
