@@ -14,15 +14,14 @@
 // in-memory KurrentDB in a process of its own; its peak RSS is the child's VmHWM.
 //
 // Prints a markdown table and writes bench/results/<date>-bulk.md.
-import { execSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { startEmbeddedPostgres } from '../src/testing/postgres.js';
 import { CLI_NODE_FLAGS, REPO_ROOT } from '../test/resilience/assembler-process.js';
 import { createBulkRig, type BulkAssembler, type BulkRig } from '../test/support/bulk-rig.js';
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
+import { gitCommit, writeResult } from './lib/results.js';
 
 const SIZES = (process.env.EA_BENCH_BULK_SIZES ?? '50000,150000').split(',').map(Number).filter((n) => n > 0);
 const STREAMING = Number(process.env.EA_BENCH_BULK_STREAMING ?? 20_000);
@@ -142,16 +141,4 @@ Each run: the transactions are in the WAL before the assembler starts (productio
 ${table}
 `;
 console.log(report);
-const dir = fileURLToPath(new URL('./results/', import.meta.url));
-mkdirSync(dir, { recursive: true });
-const file = path.join(dir, `${now.toISOString().slice(0, 10)}-bulk.md`);
-writeFileSync(file, report);
-log(`written ${path.relative(REPO_ROOT, file)}`);
-
-function gitCommit(): string {
-  try {
-    return execSync('git rev-parse --short HEAD', { cwd: REPO_ROOT, encoding: 'utf8' }).trim();
-  } catch {
-    return 'unknown';
-  }
-}
+log(`written ${writeResult('bulk', report, now)}`);

@@ -18,16 +18,13 @@
 // The kit runs from the production build (`.tmp/bench-build`, as npm run bench:consumer builds it;
 // EA_BENCH_FROM=src for the sources through tsx). Prints a markdown table and writes
 // bench/results/<date>-consumer.md.
-import { execSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../src/testing/postgres.js';
 import { checkBalances, prepareAccounts, runKit, runPlain, type ConsumerRun, type StatementProfile } from './lib/consumer-runs.js';
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
 import { writeLedger } from './lib/ledger-events.js';
+import { gitCommit, writeResult } from './lib/results.js';
 import { FROM } from './lib/subject.js';
 
 const EVENTS = Number(process.env.EA_BENCH_CONSUMER_EVENTS ?? 20_000);
@@ -37,7 +34,6 @@ const BATCHES = (process.env.EA_BENCH_CONSUMER_BATCH ?? '1,100,500').split(',').
 const ROUNDS = Number(process.env.EA_BENCH_CONSUMER_ROUNDS ?? 2);
 /** One more kit run per batch size after the rounds, every statement timed (not in the table: the timing wraps each query). */
 const PROFILE = process.env.EA_BENCH_CONSUMER_PROFILE === '1';
-const REPO_ROOT = fileURLToPath(new URL('../', import.meta.url));
 
 type Kind = 'kit' | 'plain';
 interface Measured extends ConsumerRun {
@@ -178,16 +174,4 @@ Every run, in the order they ran:
 ${detail}
 ${profiles.length === 0 ? '' : `\n## Where the kit's time goes (EA_BENCH_CONSUMER_PROFILE=1: one more kit run per batch size, every query's round trip timed)\n\n${profileText}\n`}`;
 console.log(report);
-const dir = fileURLToPath(new URL('./results/', import.meta.url));
-mkdirSync(dir, { recursive: true });
-const file = path.join(dir, `${now.toISOString().slice(0, 10)}-consumer.md`);
-writeFileSync(file, report);
-log(`written ${path.relative(REPO_ROOT, file)}`);
-
-function gitCommit(): string {
-  try {
-    return execSync('git rev-parse --short HEAD', { cwd: REPO_ROOT, encoding: 'utf8' }).trim();
-  } catch {
-    return 'unknown';
-  }
-}
+log(`written ${writeResult('consumer', report, now)}`);
