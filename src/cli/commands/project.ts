@@ -4,6 +4,7 @@ import { Command, Option } from 'commander';
 import { ConfigError, ConfigLoadError } from '../../config/index.js';
 import { createProjectionRunner, loadProjectionConfig, type ProjectionRunner, type ResolvedProjectionConfig } from '../../consumer/index.js';
 import { EventAssemblerError } from '../../errors.js';
+import { onStopSignals } from '../stop-signals.js';
 import { createLogger, type LogFormat, type Logger } from '../../pipeline/index.js';
 import { LAG_CAP, projectStatus, statusJson, statusTable } from './project-status.js';
 
@@ -117,19 +118,8 @@ function summaryOf(runner: ProjectionRunner): Record<string, unknown> {
 /** Runs every runner until a signal or the first failure (which stops the others); returns the exit code. */
 async function runAll(runners: readonly ProjectionRunner[], logger: Logger): Promise<number> {
   let failure: unknown = null;
-  let signals = 0;
   const stopAll = () => Promise.all(runners.map((r) => r.stop()));
-  const onSignal = (signal: NodeJS.Signals): void => {
-    signals += 1;
-    if (signals > 1) {
-      logger.warn('second signal: exiting without waiting for the batches in flight', { signal });
-      process.exit(signal === 'SIGINT' ? 130 : 143);
-    }
-    logger.info('signal received: stopping gracefully', { signal });
-    void stopAll();
-  };
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
+  const offSignals = onStopSignals(logger, () => void stopAll(), 'second signal: exiting without waiting for the batches in flight');
   try {
     await Promise.all(
       runners.map((runner) =>
@@ -144,8 +134,7 @@ async function runAll(runners: readonly ProjectionRunner[], logger: Logger): Pro
       ),
     );
   } finally {
-    process.off('SIGTERM', onSignal);
-    process.off('SIGINT', onSignal);
+    offSignals();
   }
   const exitCode = failure === null ? PROJECT_EXIT_CODES.stopped : PROJECT_EXIT_CODES.fatal;
   logger.info('projections stopped', { exitCode, ...(failure !== null ? { error: failure } : {}), projections: runners.map(summaryOf) });

@@ -3,6 +3,7 @@
 import { Command, Option } from 'commander';
 import { ConfigError, ConfigLoadError, loadConfig } from '../../config/index.js';
 import { EventAssemblerError } from '../../errors.js';
+import { onStopSignals } from '../stop-signals.js';
 import { createAssembler, createLogger, RebuildNeededError, StartupUnavailableError, type LogFormat } from '../../pipeline/index.js';
 
 interface RunFlags {
@@ -144,18 +145,7 @@ export function register(program: Command): void {
         throw error;
       }
       const a = assembler;
-      let signals = 0;
-      const onSignal = (signal: NodeJS.Signals): void => {
-        signals += 1;
-        if (signals > 1) {
-          logger.warn('second signal: exiting without draining', { signal });
-          process.exit(signal === 'SIGINT' ? 130 : 143);
-        }
-        logger.info('signal received: stopping gracefully', { signal });
-        void a.stop();
-      };
-      process.on('SIGTERM', onSignal);
-      process.on('SIGINT', onSignal);
+      const offSignals = onStopSignals(logger, () => void a.stop(), 'second signal: exiting without draining');
       const timer = flags.duration ? setTimeout(() => void a.stop(), flags.duration * 1000) : null;
       try {
         await a.run();
@@ -165,8 +155,7 @@ export function register(program: Command): void {
         if (!(error instanceof EventAssemblerError)) logger.error('unexpected error', { error: error instanceof Error ? { name: error.name, message: error.message, stack: error.stack } : String(error) });
       } finally {
         if (timer) clearTimeout(timer);
-        process.off('SIGTERM', onSignal);
-        process.off('SIGINT', onSignal);
+        offSignals();
         // Client libraries may keep handles open for a while after close; do not hang the exit.
         setTimeout(() => process.exit(), 5_000).unref();
       }
