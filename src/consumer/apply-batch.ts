@@ -6,7 +6,7 @@ import { ProjectionConflictError } from './errors.js';
 import { partitionKey } from './partition.js';
 import { compareSourceVersions, versionsComparable } from './source-version.js';
 import { advanceCheckpoint, atOrBelow, lockCheckpoint, readCheckpoint, samePosition, type StoreTables } from './store.js';
-import { entityKey, entityStates, existingReceipts, insertReceipts, writeEntityStates, type EntityState, type EntityWrite } from './store-rows.js';
+import { entityKey, entityStates, existingReceipts, insertReceipts, parkEvent, writeEntityStates, type EntityState, type EntityWrite } from './store-rows.js';
 import type { AllPosition, BatchOutcome, Guard, Projection, ProjectionContext, ProjectionEvent } from './types.js';
 
 /** Where a batch goes: the projection, its partition's checkpoint row, the state tables, the projection's schema. */
@@ -32,6 +32,20 @@ export class HandlerFailure extends Error {
   ) {
     super(`handler failed on event ${index} (${event.type} ${event.id})`, { cause: failure });
   }
+}
+
+/** An event parked in the batch's transaction instead of applied (the atomic mode's poison handling, poison.ts). */
+export interface ParkedInBatch {
+  readonly event: ProjectionEvent;
+  readonly error: unknown;
+  readonly attempts: number;
+}
+
+export interface BatchOptions {
+  /** Where the checkpoint moves: at or after the last event (a clean cut after events not selected). @default the last event's position */
+  readonly through?: AllPosition;
+  /** Events of the batch to park (with their diagnosis) rather than apply, in the same transaction. */
+  readonly park?: readonly ParkedInBatch[];
 }
 
 /** What the guards and handlers did to the batch's events, before anything is written. */
@@ -111,6 +125,7 @@ export async function applyBatch(
   expected: AllPosition | null | 'current',
   events: readonly ProjectionEvent[],
   contract: ContractStep = passThrough,
+  options: BatchOptions = {},
 ): Promise<BatchOutcome> {
   const { projection, tables } = target;
   const key = stateKey(target);
@@ -120,10 +135,12 @@ export async function applyBatch(
     const found = await lockCheckpoint(client, tables, key, partition);
     const checkpoint = expected === 'current' ? found : expected;
     if (!samePosition(found, checkpoint)) throw new ProjectionConflictError(projection.name, partition, checkpoint, found);
-    const out = await runEvents(client, target, checkpoint, events, contract);
+    const parked = new Set((options.park ?? []).map((p) => p.event.id));
+    const out = await runEvents(client, target, checkpoint, parked.size === 0 ? events : events.filter((e) => !parked.has(e.id)), contract);
     await insertReceipts(client, tables, key, out.receipts);
     await writeEntityStates(client, tables, key, [...out.entityWrites.values()]);
-    const last = events.at(-1)?.position;
+    for (const p of options.park ?? []) await parkEvent(client, tables, key, partition, p.event, p.error, p.attempts);
+    const last = options.through ?? events.at(-1)?.position;
     const next = last && !atOrBelow(last, checkpoint) ? last : checkpoint;
     if (next !== null && next !== checkpoint && !(await advanceCheckpoint(client, tables, key, partition, checkpoint, next))) {
       throw new ProjectionConflictError(projection.name, partition, checkpoint, await readCheckpoint(client, tables, key, partition));

@@ -54,6 +54,8 @@ export function defineProjection<E extends EventMap = EventMap>(definition: Proj
   const index = definition.partition?.index ?? 0;
   if (!Number.isInteger(index) || index < 0 || index >= count) fail(name, 'partition.index', `must be an integer from 0 to ${count - 1} (found ${String(index)})`);
   if (definition.setup !== undefined && typeof definition.setup !== 'function') fail(name, 'setup', 'must be a function');
+  const atomic = definition.atomic ?? 'batch';
+  if (atomic !== 'batch' && atomic !== 'transaction') fail(name, 'atomic', `must be 'batch' or 'transaction' (found ${String(atomic)})`);
   return Object.freeze({
     name,
     categories,
@@ -65,6 +67,7 @@ export function defineProjection<E extends EventMap = EventMap>(definition: Proj
     retry: retryOf(name, definition.retry),
     partition: { count, index },
     setup: definition.setup ?? null,
+    atomic,
   });
 }
 

@@ -3,13 +3,14 @@
 // (its diagnosis in the failed-events table, the checkpoint moved past it, in one transaction) or
 // the runner halts before it — by the projection's `onError`. Never skipped silently.
 import type pg from 'pg';
-import { applyBatch, HandlerFailure, stateKey, type BatchTarget } from './apply-batch.js';
+import { applyBatch, HandlerFailure, stateKey, type BatchTarget, type ParkedInBatch } from './apply-batch.js';
 import type { ContractStep } from './contract-step.js';
 import { ProjectionConflictError, ProjectionHandlerError } from './errors.js';
 import { partitionKey } from './partition.js';
 import { advanceCheckpoint, lockCheckpoint, samePosition } from './store.js';
 import { parkEvent } from './store-rows.js';
 import { describeCause } from '../mapping/failed-record.js';
+import type { FeedBatch } from './unit-queue.js';
 import type { AllPosition, BatchOutcome, Guard, ProjectionEvent, ProjectionLogger } from './types.js';
 
 /** Running totals of a runner, updated as batches commit. */
@@ -87,6 +88,14 @@ async function park(deps: BatchDeps, expected: AllPosition | null, event: Projec
   return event.position;
 }
 
+function handlerError(deps: BatchDeps, event: ProjectionEvent, last: unknown, attempts: number): ProjectionHandlerError {
+  const { projection } = deps.target;
+  return new ProjectionHandlerError(
+    { projection: projection.name, eventId: event.id, type: event.type, stream: event.stream, revision: event.revision, position: event.position, attempts, cause: describeCause(last) },
+    last,
+  );
+}
+
 /** The failing event alone, `retry.attempts` more times with exponential backoff; then park or halt. */
 async function retryAlone(deps: BatchDeps, expected: AllPosition | null, failure: HandlerFailure): Promise<AllPosition | null> {
   const { projection } = deps.target;
@@ -105,11 +114,42 @@ async function retryAlone(deps: BatchDeps, expected: AllPosition | null, failure
   }
   const event = failure.event;
   if (projection.onError === 'park') return park(deps, expected, event, last, attempts + 1);
-  const cause = describeCause(last);
-  throw new ProjectionHandlerError(
-    { projection: projection.name, eventId: event.id, type: event.type, stream: event.stream, revision: event.revision, position: event.position, attempts: attempts + 1, cause },
-    last,
-  );
+  throw handlerError(deps, event, last, attempts + 1);
+}
+
+/**
+ * The transaction-atomic mode's batch: whole source transactions, the checkpoint to the clean cut
+ * `batch.through`. A failing handler does not split the batch: the whole batch is tried again
+ * with backoff, `retry.attempts` times per failing event; then the runner halts before the batch,
+ * or (`onError: 'park'`) the event is parked in the batch's transaction and the rest of the batch
+ * — its own transaction's other events included — is applied without it.
+ */
+export async function applyAtomic(deps: BatchDeps, expected: AllPosition | null, batch: FeedBatch): Promise<AllPosition | null> {
+  const { projection } = deps.target;
+  const failures = new Map<string, number>();
+  const park: ParkedInBatch[] = [];
+  for (;;) {
+    try {
+      const outcome = await applyBatch(deps.client, deps.target, expected, batch.events, deps.contract, { through: batch.through, park });
+      count(deps.totals, outcome);
+      deps.totals.parked += park.length;
+      for (const p of park) {
+        deps.logger.warn('projection parked an event', { projection: projection.name, partition: partitionKey(projection.partition), eventId: p.event.id, type: p.event.type, stream: p.event.stream, attempts: p.attempts, cause: describeCause(p.error) });
+      }
+      return outcome.position;
+    } catch (error) {
+      if (!(error instanceof HandlerFailure)) throw error;
+      const attempts = (failures.get(error.event.id) ?? 0) + 1;
+      failures.set(error.event.id, attempts);
+      if (attempts <= projection.retry.attempts) {
+        deps.logger.warn('projection handler failed; trying the transaction again', { projection: projection.name, eventId: error.event.id, type: error.event.type, attempt: attempts, cause: describeCause(error.failure) });
+        await backoff(Math.min(projection.retry.maxDelayMs, projection.retry.initialDelayMs * 2 ** (attempts - 1)), deps.signal);
+        continue;
+      }
+      if (projection.onError !== 'park') throw handlerError(deps, error.event, error.failure, attempts);
+      park.push({ event: error.event, error: error.failure, attempts });
+    }
+  }
 }
 
 /**

@@ -6,10 +6,10 @@ import pg from 'pg';
 import { stateKey, type BatchTarget } from './apply-batch.js';
 import { loadContractStep } from './contract-step.js';
 import { checkCommonOptions } from './options-check.js';
-import { openEventFeed, type EventFeed } from './event-feed.js';
+import { carriedUnits, openEventFeed, type EventFeed } from './event-feed.js';
 import { generationKey, generationSchema, requireRunnable } from './generation-store.js';
 import { partitionKey } from './partition.js';
-import { applyRecovering, emptyTotals, StopRequested, type BatchDeps, type Totals } from './poison.js';
+import { applyAtomic, applyRecovering, emptyTotals, StopRequested, type BatchDeps, type Totals } from './poison.js';
 import { DEFAULT_STATE_SCHEMA, ensureCheckpoint, ensureStore, readCheckpoint, storeTables } from './store.js';
 import type { AllPosition, ProjectionLogger, ProjectionRunner, ProjectionRunnerOptions, ProjectionStatus, RunnerState } from './types.js';
 
@@ -75,14 +75,15 @@ export function createProjectionRunner(options: ProjectionRunnerOptions): Projec
     if (abort.signal.aborted) return;
     const kurrent = KurrentDBClient.connectionString(options.kurrentdb);
     try {
-      feed = openEventFeed(kurrent, projection, position);
+      const atomic = projection.atomic === 'transaction';
+      feed = openEventFeed(kurrent, projection, position, { logger, ...(atomic ? { carried: await carriedUnits(kurrent, position) } : {}) });
       state = 'running';
-      logger.info('projection running', { projection: projection.name, partition, from: position });
+      logger.info('projection running', { projection: projection.name, partition, from: position, atomic: projection.atomic });
       const deps: BatchDeps = { client, target, contract, totals, logger, signal: abort.signal };
       while (!abort.signal.aborted) {
         const batch = await feed.next(projection.batchSize);
         if (batch === null) break;
-        position = await applyRecovering(deps, position, batch);
+        position = atomic ? await applyAtomic(deps, position, batch) : await applyRecovering(deps, position, batch.events);
       }
       if (feed.error && !abort.signal.aborted) throw feed.error;
     } finally {
@@ -140,6 +141,8 @@ export function createProjectionRunner(options: ProjectionRunnerOptions): Projec
         parked: totals.parked,
         batches: totals.batches,
         caughtUp: feed?.caughtUp ?? false,
+        queued: feed?.queued ?? 0,
+        openTransactions: feed?.openTransactions ?? 0,
         error: failure,
       };
     },

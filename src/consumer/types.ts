@@ -129,7 +129,16 @@ export interface ProjectionDefinition<E extends EventMap = EventMap> {
   readonly partition?: PartitionSpec;
   /** Creates the projection's own tables in `schema` (idempotently: it runs at every start, in a transaction). */
   readonly setup?: (client: pg.ClientBase, schema: string) => void | Promise<void>;
+  /**
+   * What commits together: `'batch'` — up to `batchSize` events, cut anywhere; `'transaction'` —
+   * whole source transactions (all their events this projection selects, across streams), never
+   * cut. See docs/consumers.md, "Transaction-atomic mode". @default 'batch'
+   */
+  readonly atomic?: Atomicity;
 }
+
+/** What a projection commits together: batches cut anywhere, or whole source transactions. */
+export type Atomicity = 'batch' | 'transaction';
 
 export interface RetryOptions {
   /** Tries of a failing event alone, after the batch it was in failed. */
@@ -150,6 +159,7 @@ export interface Projection<E extends EventMap = EventMap> {
   readonly retry: RetryOptions;
   readonly partition: PartitionSpec;
   readonly setup: ((client: pg.ClientBase, schema: string) => void | Promise<void>) | null;
+  readonly atomic: Atomicity;
 }
 
 /** Why an event was not applied again. */
@@ -212,6 +222,10 @@ export interface ProjectionStatus {
   readonly batches: number;
   /** Whether the subscription has reached the head of `$all` at least once. */
   readonly caughtUp: boolean;
+  /** Events received from the subscription and not yet applied (atomic mode: also those not selected, held until their transaction is complete). */
+  readonly queued: number;
+  /** Atomic mode: source transactions begun and not yet complete. */
+  readonly openTransactions: number;
   readonly error: Error | null;
 }
 

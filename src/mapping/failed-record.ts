@@ -70,6 +70,9 @@ const CARRIED_KEYS = [
   'mapper',
   'assembler',
   'contract',
+  // In the place of its event: a consumer counting a transaction's events (transaction.count) counts the record.
+  'transaction.index',
+  'transaction.count',
 ] as const;
 
 /**

@@ -258,6 +258,8 @@ describe('contractViolationRecord', () => {
     expect(record.id).not.toBe(event!.id);
     expect(record.data).toMatchObject({ event: { id: event!.id, contract: 'InvoiceDrafted@1', stream: 'invoice-inv_1' }, violations, mapper: 'drafts' });
     expect(record.metadata).toMatchObject({ 'failure.type': 'ContractViolation', 'failed.eventId': event!.id, 'source.commitLsn': '0/16B3748' });
+    // In the place of its event: a consumer counting the transaction's events counts the record.
+    expect(record.metadata).toMatchObject({ 'transaction.index': event!.metadata['transaction.index'], 'transaction.count': event!.metadata['transaction.count'], $correlationId: event!.metadata['$correlationId'] });
     expect(record.metadata.tenant).toBeUndefined();
   });
 });
