@@ -185,9 +185,11 @@ export interface ProjectionRunnerOptions {
   /**
    * Write into generation N (made by `rebuildProjection`; serving or kept for rollback): tables in
    * schema `<name>_g<N>`, checkpoint rows, receipts and entity versions under `<name>@g<N>`. Not
-   * with `schema`. @default no generation: `schema` and the projection's name
+   * with `schema`. `'serving'`: the generation serving readers when the runner starts, or — none
+   * serves — as without a generation (`schema` and the projection's name); a later switch is not
+   * followed (restart the runner). @default no generation: `schema` and the projection's name
    */
-  readonly generation?: number;
+  readonly generation?: number | 'serving';
   /** Validate every event against its contract and upcast it to the newest version. @default no validation */
   readonly contracts?: { readonly dir: string; readonly upcasters?: readonly Upcaster[] };
   /** @default silent */
@@ -321,6 +323,26 @@ export interface RebuildOptions extends GenerationStoreOptions {
   readonly signal?: AbortSignal;
   /** @default silent */
   readonly logger?: ProjectionLogger;
+  /**
+   * Told where the rebuild is: once the generation is registered, after each batch loaded, then
+   * when validating and when switching (a throw fails the rebuild). @default none
+   */
+  readonly onProgress?: (progress: RebuildProgress) => void;
+}
+
+/** Where a rebuild is (`RebuildOptions.onProgress`). */
+export interface RebuildProgress {
+  readonly projection: string;
+  /** The generation being built. */
+  readonly generation: number;
+  /** `loading`: reading the events and applying them; `validating`; `switching`: the readers' views. */
+  readonly phase: 'loading' | 'validating' | 'switching';
+  /** Events the projection selected so far (all of them from `validating` on). */
+  readonly read: number;
+  /** `$all` read up to: while `loading` the last event of the batch just applied (`null` before the first), then the freshness point. */
+  readonly position: AllPosition | null;
+  /** The freshness point (`null`: `$all` was empty). */
+  readonly to: AllPosition | null;
 }
 
 export interface RebuildResult {
