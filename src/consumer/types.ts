@@ -239,6 +239,18 @@ export interface ProjectionConfig {
   readonly stateSchema?: string;
   /** Schema of the projections' own tables. @default 'public' */
   readonly schema?: string;
+  /**
+   * What `event-assembler project rebuild` does per projection, by projection name (each must be
+   * one of `projections`): `{ accounts: { validate: { table: 'accounts', sample: 50, source, check } } }`.
+   * @default no validation: a rebuilt generation is switched in once loaded
+   */
+  readonly rebuild?: { readonly [projection: string]: ProjectionRebuildConfig };
+}
+
+/** One projection's entry in `ProjectionConfig.rebuild`. */
+export interface ProjectionRebuildConfig {
+  /** Checked before readers are switched to the rebuilt generation (as `RebuildOptions.validate`). @default no validation */
+  readonly validate?: RebuildValidation;
 }
 
 /** A projection configuration after validation: secrets resolved, defaults filled in. */
@@ -249,6 +261,8 @@ export interface ResolvedProjectionConfig {
   readonly contracts: { readonly dir: string; readonly upcasters: readonly Upcaster[] } | null;
   readonly stateSchema: string;
   readonly schema: string;
+  /** By projection name; a projection without an entry has none (`{}` when `rebuild` is left out). */
+  readonly rebuild: { readonly [projection: string]: ProjectionRebuildConfig };
   /** Masks the configuration's secrets in texts, log fields and errors. */
   readonly redactor: Redactor;
 }
