@@ -58,6 +58,7 @@ async function build(client: pg.ClientBase, tables: StoreTables, kurrent: Kurren
     const target = { projection, tables, schema, key: generationKey(projection.name, generation) };
     const loaded = await loadGeneration(kurrent, { client, target, contract, logger, signal }, to, (read, position) => progress('loading', read, position));
     const serving = (await client.query<{ generation: number }>(`SELECT generation FROM ${tables.generations} WHERE projection = $1 AND state = 'serving'`, [projection.name])).rows[0]?.generation ?? null;
+    signal.throwIfAborted();
     progress('validating', loaded.read, to);
     const validation = options.validate
       ? await validateGeneration({ client, schema, parked: loaded.totals.parked, failure: { projection: projection.name, generation, serving } }, options.validate, loaded.tally)
