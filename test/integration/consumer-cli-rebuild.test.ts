@@ -239,12 +239,15 @@ describe('event-assembler project rebuild / rollback / generations (CLI)', () =>
     expect(fourth).toMatchObject({ state: 'failed', failure: 'stopped by SIGTERM before readers were switched' });
   });
 
-  it('an unknown projection name exits 2, naming the projections there are', async () => {
+  it('an unknown projection name exits 2, naming the projections there are; so does a bad --to', async () => {
     const clis = [startCli(['project', 'rebuild', '--config', config, '--projection', 'acounts'], env), startCli(['project', 'rollback', '--config', config, '--projection', 'acounts'], env)];
     for (const cli of clis) {
       expect(await finished(cli)).toBe(2);
       expect(cli.lines().find((l) => l['code'] === 'PROJECTION_UNKNOWN')).toMatchObject({ msg: 'no projection "acounts" in the configuration', projections: ['accounts'] });
     }
+    const badTo = startCli(['project', 'rebuild', '--config', config, '--projection', 'accounts', '--to', '9180'], env);
+    expect(await finished(badTo)).toBe(2);
+    expect(badTo.stderr()).toContain('--to must be head or <commit>/<prepare> (a $all position, e.g. 9180/9180), not "9180"');
     expect(await states()).toEqual({ 1: 'serving', 2: 'standby', 3: 'failed', 4: 'failed' });
   });
 
