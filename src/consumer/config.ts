@@ -1,17 +1,18 @@
-// The configuration of `event-assembler project`: a module default-exporting
-// `defineProjectionConfig({ postgres, kurrentdb, projections, … })`, parsed once at start-up with
+// The configuration of `event-assembler project` (and `project rebuild`): a module default-exporting
+// `defineProjectionConfig({ postgres, kurrentdb, projections, rebuild?, … })`, parsed once at start-up with
 // zod and the assembler's conventions (secrets as `env:VARIABLE`, every problem reported at once
 // with its field and fix — `src/config/`).
 import { dirname } from 'node:path';
 import { z } from 'zod';
-import { add, contractsDir, member, resolveSecret, zodProblem, type Findings } from '../config/checks.js';
+import { add, contractsDir, member, reported, resolveSecret, zodProblem, type Findings } from '../config/checks.js';
 import { ConfigError } from '../config/config-error.js';
 import { importConfigModule } from '../config/load.js';
 import { createRedactor } from '../config/redact.js';
 import type { Upcaster } from '../contracts/upcasters.js';
 import { DEFAULT_STATE_SCHEMA } from './store.js';
 import { partitionKey } from './partition.js';
-import type { Projection, ProjectionConfig, ResolvedProjectionConfig } from './types.js';
+import { validationProblems } from './rebuild-validate.js';
+import type { Projection, ProjectionConfig, RebuildValidation, ResolvedProjectionConfig } from './types.js';
 
 /** How to fix a field, by its path without list indexes (the zod message says what is wrong). */
 const FIXES: Record<string, string> = {
@@ -23,11 +24,20 @@ const FIXES: Record<string, string> = {
   'contracts.upcasters': 'pass the upcasters made with defineUpcaster, or leave upcasters out',
   stateSchema: 'use a plain PostgreSQL identifier, or leave it out (default event_assembler)',
   schema: 'use a plain PostgreSQL identifier, or leave it out (default public)',
+  rebuild: 'give rebuild: { <projection name>: { validate: { table, key?, entityType?, sample?, source?, check? } } }, or leave it out',
+  'rebuild.*': 'give { validate: { table, key?, entityType?, sample?, source?, check? } }, or leave the projection out of rebuild',
+  'rebuild.*.validate': 'give validate: { table, key?, entityType?, sample?, source?, check? } (docs/consumers.md, "Generations and rebuilds"), or leave it out',
+  'rebuild.*.validate.table': "set table to the projection's table holding one row per live entity, e.g. table: 'accounts'",
+  'rebuild.*.validate.key': 'set key to the column of table holding the entity id, or leave it out (default id)',
+  'rebuild.*.validate.entityType': 'set entityType to an entity type the events carry (entity.type), or leave it out (every type)',
+  'rebuild.*.validate.sample': 'use an integer ≥ 1 together with source and check, or leave it out (20 when check is given)',
+  'rebuild.*.validate.source': "give source: (entity) => the entity's source row or null, together with check",
+  'rebuild.*.validate.check': 'give check: (row, source, entity) => what differs (a string) or nothing, together with source',
 };
 
 function fixFor(field: string): string {
   for (let path = field; path; path = path.includes('.') ? path.slice(0, path.lastIndexOf('.')) : '') {
-    const fix = FIXES[path.replace(/\.\d+(?=\.|$)/g, '')];
+    const fix = FIXES[path.replace(/\.\d+(?=\.|$)/g, '').replace(/^rebuild\.[^.]+/, 'rebuild.*')];
     if (fix) return fix;
   }
   return 'see the field\'s documentation in ProjectionConfig';
@@ -40,6 +50,18 @@ const projectionSchema = z.custom<Projection<any>>(
   'must be a projection made by defineProjection({ name, from, handlers })',
 );
 
+const fn = z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', 'must be a function');
+const validateSchema = z
+  .object({
+    table: z.string().min(1, 'must name the table holding one row per live entity'),
+    key: z.string().min(1, 'must name the column holding the entity id').optional(),
+    entityType: z.string().min(1, 'must name an entity type').optional(),
+    sample: z.number().int('must be an integer').min(1, 'must be at least 1').optional(),
+    source: fn.optional(),
+    check: fn.optional(),
+  })
+  .strict();
+
 const configSchema = z
   .object({
     postgres: secret,
@@ -51,6 +73,7 @@ const configSchema = z
       .optional(),
     stateSchema: identifier.default(DEFAULT_STATE_SCHEMA),
     schema: identifier.default('public'),
+    rebuild: z.record(z.string(), z.object({ validate: validateSchema.optional() }).strict()).optional(),
   })
   .strict();
 
@@ -69,6 +92,25 @@ function checkDuplicates(projections: unknown, findings: Findings): void {
     if (seen.has(key)) add(findings, `projections.${i}`, `projection "${p.name}" partition ${partitionKey(p.partition)} is listed twice`, 'list each projection (and partition) once');
     seen.add(key);
   });
+}
+
+/** Each `rebuild` entry names a configured projection; its `validate` holds together (what the schema cannot say: sample needs check, source and check go in pairs). */
+function checkRebuild(given: Record<string, unknown>, findings: Findings): void {
+  const rebuild = given['rebuild'];
+  if (rebuild === null || typeof rebuild !== 'object' || findings.reported.includes('rebuild')) return;
+  const projections = Array.isArray(given['projections']) ? (given['projections'] as unknown[]) : null;
+  const names = projections?.filter((p): p is Projection<any> => (p as Projection | null)?.deletes instanceof Set).map((p) => p.name) ?? null;
+  for (const [name, entry] of Object.entries(rebuild)) {
+    const field = `rebuild.${name}`;
+    if (names !== null && !reported(findings, 'projections') && !names.includes(name)) {
+      add(findings, field, `names no projection of projections (${[...new Set(names)].join(', ') || 'none'})`, `use the name of a projection listed in projections, or remove rebuild.${name}`);
+    }
+    if (findings.reported.includes(field) || reported(findings, `${field}.validate`)) continue;
+    for (const problem of validationProblems(member(entry, 'validate') as RebuildValidation | undefined)) {
+      const at = problem.field ? `${field}.validate.${problem.field}` : `${field}.validate`;
+      add(findings, at, problem.problem, fixFor(at));
+    }
+  }
 }
 
 export interface ParseProjectionConfigOptions {
@@ -98,6 +140,7 @@ export function parseProjectionConfig(config: ProjectionConfig, options: ParsePr
   }
   const given = config as unknown as Record<string, unknown>;
   checkDuplicates(given['projections'], findings);
+  checkRebuild(given, findings);
   const postgres = resolveSecret(given['postgres'], 'postgres', findings);
   const kurrentdb = resolveSecret(given['kurrentdb'], 'kurrentdb', findings);
   const contracts = member(given, 'contracts');
@@ -111,6 +154,8 @@ export function parseProjectionConfig(config: ProjectionConfig, options: ParsePr
     contracts: dir === undefined ? null : { dir, upcasters: (c.contracts?.upcasters ?? []) as readonly Upcaster[] },
     stateSchema: c.stateSchema,
     schema: c.schema,
+    // As given (zod's copy would do as well): the user's source and check functions are kept as they are.
+    rebuild: (given['rebuild'] as ResolvedProjectionConfig['rebuild'] | undefined) ?? {},
     redactor: createRedactor([postgres, kurrentdb]),
   };
 }

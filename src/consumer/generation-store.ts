@@ -96,13 +96,13 @@ export async function requireRunnable(client: pg.ClientBase, tables: StoreTables
   if (found.state === 'failed') throw new ProjectionGenerationError(projection, generation, `failed (${found.failure ?? 'no reason recorded'}); run the serving generation or rebuild`);
 }
 
-/** Runs `work` on a client of `options.postgres`, the state tables ensured. */
-export async function withStateClient<T>(options: GenerationStoreOptions, work: (client: pg.ClientBase, tables: StoreTables) => Promise<T>): Promise<T> {
+/** Runs `work` on a client of `options.postgres`; with `ensure`, the state tables are created first when missing. */
+async function withClient<T>(options: GenerationStoreOptions, ensure: boolean, work: (client: pg.ClientBase, tables: StoreTables) => Promise<T>): Promise<T> {
   const tables = storeTables(options.stateSchema ?? DEFAULT_STATE_SCHEMA);
   const pool = typeof options.postgres === 'string' ? new pg.Pool({ connectionString: options.postgres, max: 1 }) : options.postgres;
   const client = await pool.connect();
   try {
-    await ensureStore(client, tables);
+    if (ensure) await ensureStore(client, tables);
     return await work(client, tables);
   } finally {
     client.release();
@@ -110,9 +110,17 @@ export async function withStateClient<T>(options: GenerationStoreOptions, work: 
   }
 }
 
-/** The projection's generations, oldest first (for `project status`). */
+/** Runs `work` on a client of `options.postgres`, the state tables ensured. */
+export async function withStateClient<T>(options: GenerationStoreOptions, work: (client: pg.ClientBase, tables: StoreTables) => Promise<T>): Promise<T> {
+  return withClient(options, true, work);
+}
+
+/** The projection's generations, oldest first (for `project generations`). Reads only: none when the state tables do not exist yet. */
 export async function listGenerations(options: GenerationStoreOptions & { readonly projection: string }): Promise<GenerationInfo[]> {
-  return withStateClient(options, (client, tables) => readGenerations(client, tables, options.projection));
+  return withClient(options, false, async (client, tables) => {
+    const exists = await client.query<{ found: boolean }>('SELECT to_regclass($1) IS NOT NULL AS found', [tables.generations]);
+    return exists.rows[0]?.found ? readGenerations(client, tables, options.projection) : [];
+  });
 }
 
 /** The generation readers are served from, or `null` when none has been switched in. */

@@ -32,12 +32,15 @@ export interface LoadOutcome {
   readonly tally: EntityTally;
 }
 
+/** Called after each batch applied: events read so far, the position of the last one. */
+export type LoadProgress = (read: number, position: AllPosition) => void;
+
 /**
  * Loads the generation `deps.target` names (fresh: its checkpoints at nothing) with the events up
  * to `to` and leaves every partition's checkpoint at `to` — all of `$all` up to it was read, so a
  * runner on the generation goes on from there.
  */
-export async function loadGeneration(kurrent: KurrentDBClient, deps: Omit<BatchDeps, 'totals'>, to: AllPosition | null): Promise<LoadOutcome> {
+export async function loadGeneration(kurrent: KurrentDBClient, deps: Omit<BatchDeps, 'totals'>, to: AllPosition | null, progress: LoadProgress = () => undefined): Promise<LoadOutcome> {
   const projection = deps.target.projection;
   const count = projection.partition.count;
   const parts: Projection<any>[] = Array.from({ length: count }, (_, index) => ({ ...projection, partition: { count, index } }));
@@ -62,7 +65,10 @@ export async function loadGeneration(kurrent: KurrentDBClient, deps: Omit<BatchD
       read++;
       tally.see(event);
       pending[p]!.push(event);
-      if (pending[p]!.length >= projection.batchSize) await flush(p);
+      if (pending[p]!.length >= projection.batchSize) {
+        await flush(p);
+        progress(read, input.position);
+      }
     }
     for (let p = 0; p < count; p++) {
       await flush(p);

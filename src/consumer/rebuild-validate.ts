@@ -39,19 +39,26 @@ export class EntityTally {
   }
 }
 
-/** Checks `validate` once, before anything is built; names the field. */
-export function checkValidation(projection: string, validate: RebuildValidation | undefined): void {
-  if (validate === undefined) return;
-  const fail = (field: string, problem: string): never => {
-    throw new ProjectionConfigError('PROJECTION_INVALID_OPTIONS', projection, `validate.${field}`, problem);
-  };
+/** What is wrong with `validate`, each problem with its field under `validate` (e.g. `sample`); none when it is fine or left out. */
+export function validationProblems(validate: RebuildValidation | undefined): { readonly field: string; readonly problem: string }[] {
+  if (validate === undefined) return [];
+  if (validate === null || typeof validate !== 'object') return [{ field: '', problem: 'must be an object { table, key?, entityType?, sample?, source?, check? }' }];
+  const problems: { field: string; problem: string }[] = [];
+  const fail = (field: string, problem: string) => void problems.push({ field, problem });
   if (typeof validate.table !== 'string' || validate.table === '') fail('table', 'must name the table holding one row per live entity');
   if (validate.key !== undefined && (typeof validate.key !== 'string' || validate.key === '')) fail('key', 'must name the column holding the entity id');
   if (validate.sample !== undefined && (!Number.isInteger(validate.sample) || validate.sample < 1)) fail('sample', `must be an integer ≥ 1 (found ${String(validate.sample)})`);
   if (validate.sample !== undefined && validate.check === undefined) fail('check', 'is needed to compare the sampled rows');
-  if ((validate.check === undefined) !== (validate.source === undefined)) fail(validate.check ? 'source' : 'check', 'and the other of source/check go together: the check compares a row with its source row');
+  else if ((validate.check === undefined) !== (validate.source === undefined)) fail(validate.check ? 'source' : 'check', 'and the other of source/check go together: the check compares a row with its source row');
   if (validate.check !== undefined && typeof validate.check !== 'function') fail('check', 'must be a function');
   if (validate.source !== undefined && typeof validate.source !== 'function') fail('source', 'must be a function');
+  return problems;
+}
+
+/** Checks `validate` once, before anything is built; names the field of the first problem. */
+export function checkValidation(projection: string, validate: RebuildValidation | undefined): void {
+  const [first] = validationProblems(validate);
+  if (first) throw new ProjectionConfigError('PROJECTION_INVALID_OPTIONS', projection, first.field ? `validate.${first.field}` : 'validate', first.problem);
 }
 
 /** `count` entities picked at random (Fisher–Yates, partial). */

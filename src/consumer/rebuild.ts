@@ -12,7 +12,7 @@ import { checkReaderSchema, switchReaders } from './reader-switch.js';
 import { headOf, loadGeneration } from './rebuild-load.js';
 import { checkValidation, validateGeneration } from './rebuild-validate.js';
 import { ensureCheckpoint, type StoreTables } from './store.js';
-import type { AllPosition, Projection, ProjectionLogger, RebuildOptions, RebuildResult } from './types.js';
+import type { AllPosition, Projection, ProjectionLogger, RebuildOptions, RebuildProgress, RebuildResult } from './types.js';
 
 const silent: ProjectionLogger = { info() {}, warn() {}, error() {} };
 
@@ -20,6 +20,7 @@ function checkOptions(options: RebuildOptions): void {
   const fail = checkCommonOptions(options);
   const to = options.to;
   if (to !== undefined && to !== 'head' && (typeof to?.commit !== 'bigint' || typeof to?.prepare !== 'bigint')) fail('to', "must be 'head' or a $all position { commit: bigint, prepare: bigint }");
+  if (options.onProgress !== undefined && typeof options.onProgress !== 'function') fail('onProgress', 'must be a function');
   checkValidation(options.projection.name, options.validate);
 }
 
@@ -49,16 +50,21 @@ async function build(client: pg.ClientBase, tables: StoreTables, kurrent: Kurren
   const generation = await registerGeneration(client, tables, projection.name, to);
   const schema = generationSchema(projection.name, generation);
   logger.info('rebuild started', { projection: projection.name, generation, to });
+  const progress = (phase: RebuildProgress['phase'], read: number, position: AllPosition | null) => options.onProgress?.({ projection: projection.name, generation, phase, read, position, to });
   try {
+    progress('loading', 0, null);
     const contract = await loadContractStep(options.contracts);
     await createGenerationSchema(client, tables, projection, generation);
     const target = { projection, tables, schema, key: generationKey(projection.name, generation) };
-    const loaded = await loadGeneration(kurrent, { client, target, contract, logger, signal }, to);
+    const loaded = await loadGeneration(kurrent, { client, target, contract, logger, signal }, to, (read, position) => progress('loading', read, position));
     const serving = (await client.query<{ generation: number }>(`SELECT generation FROM ${tables.generations} WHERE projection = $1 AND state = 'serving'`, [projection.name])).rows[0]?.generation ?? null;
+    signal.throwIfAborted();
+    progress('validating', loaded.read, to);
     const validation = options.validate
       ? await validateGeneration({ client, schema, parked: loaded.totals.parked, failure: { projection: projection.name, generation, serving } }, options.validate, loaded.tally)
       : null;
     signal.throwIfAborted();
+    progress('switching', loaded.read, to);
     const { from } = await switchReaders(client, tables, projection.name, (generations) => {
       const self = generations.find((g) => g.generation === generation);
       if (self?.state !== 'building') throw new ProjectionGenerationError(projection.name, generation, `is ${self?.state ?? 'gone'}, no longer building; readers were not switched`);

@@ -7,10 +7,10 @@ import { stateKey, type BatchTarget } from './apply-batch.js';
 import { loadContractStep } from './contract-step.js';
 import { checkCommonOptions } from './options-check.js';
 import { carriedUnits, openEventFeed, type EventFeed } from './event-feed.js';
-import { generationKey, generationSchema, requireRunnable } from './generation-store.js';
+import { generationKey, generationSchema, readGenerations, requireRunnable } from './generation-store.js';
 import { partitionKey } from './partition.js';
 import { applyAtomic, applyRecovering, emptyTotals, StopRequested, type BatchDeps, type Totals } from './poison.js';
-import { DEFAULT_STATE_SCHEMA, ensureCheckpoint, ensureStore, readCheckpoint, storeTables } from './store.js';
+import { DEFAULT_STATE_SCHEMA, ensureCheckpoint, ensureStore, readCheckpoint, storeTables, type StoreTables } from './store.js';
 import type { AllPosition, ProjectionLogger, ProjectionRunner, ProjectionRunnerOptions, ProjectionStatus, RunnerState } from './types.js';
 
 const silent: ProjectionLogger = { info() {}, warn() {}, error() {} };
@@ -23,18 +23,31 @@ function checkOptions(options: ProjectionRunnerOptions): void {
     if (value !== undefined && (typeof value !== 'string' || !SCHEMA_NAME.test(value))) fail(field, 'must be a plain PostgreSQL identifier');
   }
   if (options.contracts !== undefined && typeof options.contracts?.dir !== 'string') fail('contracts.dir', 'must be the contracts directory');
-  if (options.generation !== undefined) {
-    if (!Number.isInteger(options.generation) || options.generation < 1) fail('generation', `must be an integer ≥ 1 (found ${String(options.generation)})`);
+  if (options.generation !== undefined && options.generation !== 'serving') {
+    if (!Number.isInteger(options.generation) || options.generation < 1) fail('generation', `must be an integer ≥ 1 or 'serving' (found ${String(options.generation)})`);
     if (options.schema !== undefined) fail('schema', "does not go with generation: a generation's tables are in schema <name>_g<N>");
   }
 }
 
-/** Creates the state tables and the projection's own (its `setup`, in a transaction) and returns the stored checkpoint. */
-async function prepare(client: pg.ClientBase, target: BatchTarget, generation: number | undefined): Promise<AllPosition | null> {
+/** Where the runner writes: generation N's schema and state key, or `schema` and the projection's name. */
+function targetOf(options: ProjectionRunnerOptions, tables: StoreTables, generation: number | null): BatchTarget {
+  const { projection } = options;
+  if (generation === null) return { projection, tables, schema: options.schema ?? 'public' };
+  return { projection, tables, schema: generationSchema(projection.name, generation), key: generationKey(projection.name, generation) };
+}
+
+/** The generation to write into (`null`: none), `'serving'` resolved; checks that a runner may write into it. */
+async function resolveGeneration(client: pg.ClientBase, tables: StoreTables, projection: string, generation: number | 'serving' | undefined): Promise<number | null> {
+  if (generation === undefined) return null;
+  if (generation === 'serving') return (await readGenerations(client, tables, projection)).find((g) => g.state === 'serving')?.generation ?? null;
+  await requireRunnable(client, tables, projection, generation);
+  return generation;
+}
+
+/** Creates the projection's tables (its `setup`, in a transaction) and its checkpoint row, and returns the stored checkpoint. */
+async function prepare(client: pg.ClientBase, target: BatchTarget): Promise<AllPosition | null> {
   const { tables, projection, schema } = target;
   const key = stateKey(target);
-  await ensureStore(client, tables);
-  if (generation !== undefined) await requireRunnable(client, tables, projection.name, generation);
   await client.query('BEGIN');
   try {
     // Instances starting at once would race on CREATE … IF NOT EXISTS (a duplicate-key error on
@@ -57,9 +70,6 @@ export function createProjectionRunner(options: ProjectionRunnerOptions): Projec
   const { projection } = options;
   const logger = options.logger ?? silent;
   const tables = storeTables(options.stateSchema ?? DEFAULT_STATE_SCHEMA);
-  const { generation } = options;
-  const schema = generation === undefined ? (options.schema ?? 'public') : generationSchema(projection.name, generation);
-  const target: BatchTarget = { projection, tables, schema, ...(generation === undefined ? {} : { key: generationKey(projection.name, generation) }) };
   const partition = partitionKey(projection.partition);
   const totals: Totals = emptyTotals();
   const abort = new AbortController();
@@ -70,7 +80,10 @@ export function createProjectionRunner(options: ProjectionRunnerOptions): Projec
   let running: Promise<void> | null = null;
 
   async function loop(client: pg.ClientBase): Promise<void> {
-    position = await prepare(client, target, generation);
+    await ensureStore(client, tables);
+    const generation = await resolveGeneration(client, tables, projection.name, options.generation);
+    const target = targetOf(options, tables, generation);
+    position = await prepare(client, target);
     const contract = await loadContractStep(options.contracts);
     if (abort.signal.aborted) return;
     const kurrent = KurrentDBClient.connectionString(options.kurrentdb);
@@ -78,7 +91,7 @@ export function createProjectionRunner(options: ProjectionRunnerOptions): Projec
       const atomic = projection.atomic === 'transaction';
       feed = openEventFeed(kurrent, projection, position, { logger, ...(atomic ? { carried: await carriedUnits(kurrent, position) } : {}) });
       state = 'running';
-      logger.info('projection running', { projection: projection.name, partition, from: position, atomic: projection.atomic });
+      logger.info('projection running', { projection: projection.name, partition, from: position, generation, schema: target.schema, atomic: projection.atomic });
       const deps: BatchDeps = { client, target, contract, totals, logger, signal: abort.signal };
       while (!abort.signal.aborted) {
         const batch = await feed.next(projection.batchSize);

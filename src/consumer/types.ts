@@ -195,9 +195,11 @@ export interface ProjectionRunnerOptions {
   /**
    * Write into generation N (made by `rebuildProjection`; serving or kept for rollback): tables in
    * schema `<name>_g<N>`, checkpoint rows, receipts and entity versions under `<name>@g<N>`. Not
-   * with `schema`. @default no generation: `schema` and the projection's name
+   * with `schema`. `'serving'`: the generation serving readers when the runner starts, or — none
+   * serves — as without a generation (`schema` and the projection's name); a later switch is not
+   * followed (restart the runner). @default no generation: `schema` and the projection's name
    */
-  readonly generation?: number;
+  readonly generation?: number | 'serving';
   /** Validate every event against its contract and upcast it to the newest version. @default no validation */
   readonly contracts?: { readonly dir: string; readonly upcasters?: readonly Upcaster[] };
   /** @default silent */
@@ -251,6 +253,18 @@ export interface ProjectionConfig {
   readonly stateSchema?: string;
   /** Schema of the projections' own tables. @default 'public' */
   readonly schema?: string;
+  /**
+   * What `event-assembler project rebuild` does per projection, by projection name (each must be
+   * one of `projections`): `{ accounts: { validate: { table: 'accounts', sample: 50, source, check } } }`.
+   * @default no validation: a rebuilt generation is switched in once loaded
+   */
+  readonly rebuild?: { readonly [projection: string]: ProjectionRebuildConfig };
+}
+
+/** One projection's entry in `ProjectionConfig.rebuild`. */
+export interface ProjectionRebuildConfig {
+  /** Checked before readers are switched to the rebuilt generation (as `RebuildOptions.validate`). @default no validation */
+  readonly validate?: RebuildValidation;
 }
 
 /** A projection configuration after validation: secrets resolved, defaults filled in. */
@@ -261,6 +275,8 @@ export interface ResolvedProjectionConfig {
   readonly contracts: { readonly dir: string; readonly upcasters: readonly Upcaster[] } | null;
   readonly stateSchema: string;
   readonly schema: string;
+  /** By projection name; a projection without an entry has none (`{}` when `rebuild` is left out). */
+  readonly rebuild: { readonly [projection: string]: ProjectionRebuildConfig };
   /** Masks the configuration's secrets in texts, log fields and errors. */
   readonly redactor: Redactor;
 }
@@ -335,6 +351,26 @@ export interface RebuildOptions extends GenerationStoreOptions {
   readonly signal?: AbortSignal;
   /** @default silent */
   readonly logger?: ProjectionLogger;
+  /**
+   * Told where the rebuild is: once the generation is registered, after each batch loaded, then
+   * when validating and when switching (a throw fails the rebuild). @default none
+   */
+  readonly onProgress?: (progress: RebuildProgress) => void;
+}
+
+/** Where a rebuild is (`RebuildOptions.onProgress`). */
+export interface RebuildProgress {
+  readonly projection: string;
+  /** The generation being built. */
+  readonly generation: number;
+  /** `loading`: reading the events and applying them; `validating`; `switching`: the readers' views. */
+  readonly phase: 'loading' | 'validating' | 'switching';
+  /** Events the projection selected so far (all of them from `validating` on). */
+  readonly read: number;
+  /** `$all` read up to: while `loading` the last event of the batch just applied (`null` before the first), then the freshness point. */
+  readonly position: AllPosition | null;
+  /** The freshness point (`null`: `$all` was empty). */
+  readonly to: AllPosition | null;
 }
 
 export interface RebuildResult {

@@ -1,24 +1,16 @@
 // `event-assembler project`: runs the projections of a configuration module (one runner each)
-// until SIGTERM/SIGINT; `project status` shows where each stands (project-status.ts).
-import { Command, Option } from 'commander';
-import { ConfigError, ConfigLoadError } from '../../config/index.js';
-import { createProjectionRunner, loadProjectionConfig, type ProjectionRunner, type ResolvedProjectionConfig } from '../../consumer/index.js';
+// until SIGTERM/SIGINT; `project status` shows where each stands (project-status.ts); rebuild,
+// rollback and generations each in project-<subcommand>.ts; shared options in project-options.ts.
+import type { Command } from 'commander';
+import { createProjectionRunner, type ProjectionRunner } from '../../consumer/index.js';
 import { EventAssemblerError } from '../../errors.js';
 import { onStopSignals } from '../stop-signals.js';
-import { createLogger, type LogFormat, type Logger } from '../../pipeline/index.js';
+import { createLogger, type Logger } from '../../pipeline/index.js';
+import { register as registerGenerations } from './project-generations.js';
+import { configOption, configOrExit, exitSoon, logFormatOption, PROJECT_EXIT_CODES, redacting, withConfig, type ProjectFlags } from './project-options.js';
+import { register as registerRebuild } from './project-rebuild.js';
+import { register as registerRollback } from './project-rollback.js';
 import { LAG_CAP, projectStatus, statusJson, statusTable } from './project-status.js';
-
-interface ProjectFlags {
-  config: string;
-  logFormat: LogFormat;
-}
-
-/** Exit codes of `event-assembler project`. */
-export const PROJECT_EXIT_CODES = {
-  stopped: 0,
-  fatal: 1,
-  config: 2,
-} as const;
 
 const HELP = `
 The configuration module (.ts, .mts, .js or .mjs; TypeScript needs no build step)
@@ -32,6 +24,9 @@ default-exports defineProjectionConfig({...}):
                 it to the newest version (default: no validation)
   stateSchema   schema of the kit's state tables (default event_assembler)
   schema        schema of the projections' own tables (default public)
+  rebuild       per projection, what project rebuild checks before switching readers:
+                { <name>: { validate: { table, key?, entityType?, sample?, source?, check? } } }
+                (project rebuild --help)
 
 Example (projection.config.ts):
   import { defineProjectionConfig } from 'event-assembler';
@@ -48,6 +43,9 @@ Example (projection.config.ts):
     event-assembler project --config projection.config.ts
 
   $ event-assembler project status --config projection.config.ts [--json]
+  $ event-assembler project rebuild --config projection.config.ts --projection outstanding
+  $ event-assembler project rollback --config projection.config.ts --projection outstanding
+  $ event-assembler project generations --config projection.config.ts
 
 What happens:
   Each runner creates the state tables and its projection's tables (setup), subscribes to
@@ -55,6 +53,11 @@ What happens:
   the checkpoint commit in one PostgreSQL transaction, so an event is applied once even
   when it is delivered again (docs/consumers.md). One JSON log line per start, parked
   event, failure and stop.
+
+  A projection with a serving generation (made by project rebuild) runs into it: tables in
+  schema <name>_g<N>, its own checkpoint; the "projection running" line names the
+  generation and schema. The generation is chosen at start: after a rebuild or rollback,
+  restart project so it keeps the new serving generation current.
 
 On SIGTERM or SIGINT: every runner finishes the batch in flight and stops; a summary line
 ("projections stopped": position, applied, skipped, parked per runner), exit 0. A second
@@ -88,27 +91,6 @@ Example:
 
 Exit codes: 0 shown, 1 PostgreSQL or KurrentDB could not be read, 2 configuration invalid.
 `;
-
-/** Loads the configuration, or logs why not (with `process.exitCode` 2) and returns null. */
-async function configOrExit(file: string, logger: Logger): Promise<ResolvedProjectionConfig | null> {
-  try {
-    return await loadProjectionConfig(file);
-  } catch (error) {
-    if (!(error instanceof ConfigError || error instanceof ConfigLoadError)) throw error;
-    logger.error(error.message, { code: error.code, ...(error instanceof ConfigError ? { problems: error.problems } : error.details) });
-    process.exitCode = PROJECT_EXIT_CODES.config;
-    return null;
-  }
-}
-
-function redacting(base: Logger, config: ResolvedProjectionConfig): Logger {
-  const { redactor } = config;
-  return {
-    info: (m, f) => base.info(redactor.text(m), redactor.fields(f)),
-    warn: (m, f) => base.warn(redactor.text(m), redactor.fields(f)),
-    error: (m, f) => base.error(redactor.text(m), redactor.fields(f)),
-  };
-}
 
 function summaryOf(runner: ProjectionRunner): Record<string, unknown> {
   const s = runner.status();
@@ -154,6 +136,9 @@ async function project(flags: ProjectFlags): Promise<void> {
         postgres: config.postgres,
         kurrentdb: config.kurrentdb,
         stateSchema: config.stateSchema,
+        // A projection rebuilt into generations keeps its serving one current; the others run as
+        // ever, in `schema`. Chosen at start: after a rebuild or rollback, restart to follow.
+        generation: 'serving',
         schema: config.schema,
         ...(config.contracts ? { contracts: config.contracts } : {}),
         logger,
@@ -168,8 +153,7 @@ async function project(flags: ProjectFlags): Promise<void> {
   try {
     process.exitCode = await runAll(runners, logger);
   } finally {
-    // Client libraries may keep handles open for a while after close; do not hang the exit.
-    setTimeout(() => process.exit(), 5_000).unref();
+    exitSoon();
   }
 }
 
@@ -184,14 +168,6 @@ async function status(flags: ProjectFlags & { json?: boolean }): Promise<void> {
     redacting(base, config).error('could not read the projections\' status', { error });
     process.exitCode = PROJECT_EXIT_CODES.fatal;
   }
-}
-
-const configOption = () => new Option('--config <file>', 'configuration module (.ts, .mts, .js, .mjs) that default-exports defineProjectionConfig({...})');
-const logFormatOption = () => new Option('--log-format <format>', 'log lines as JSON or for humans').choices(['json', 'pretty']).default('json');
-
-function withConfig<F extends Partial<ProjectFlags>>(flags: F, command: Command): F & ProjectFlags {
-  if (typeof flags.config !== 'string') command.error("error: required option '--config <file>' not specified", { exitCode: PROJECT_EXIT_CODES.config });
-  return flags as F & ProjectFlags;
 }
 
 export function register(program: Command): void {
@@ -214,4 +190,7 @@ export function register(program: Command): void {
     .option('--json', 'print one JSON document instead of a table')
     .addHelpText('after', STATUS_HELP)
     .action((_flags: unknown, self: Command) => status(withConfig(self.optsWithGlobals<Partial<ProjectFlags> & { json?: boolean }>(), self)));
+  registerRebuild(command);
+  registerRollback(command);
+  registerGenerations(command);
 }
