@@ -255,7 +255,7 @@ export async function replayParked(options: ReplayParkedOptions): Promise<Parked
     const ids = options.ids === undefined ? undefined : [...new Set(options.ids.map((id) => id.toLowerCase()))];
     const selected = exists ? await readParkedEvents(client, tables, key, ids === undefined ? {} : { ids }) : [];
     const missing = (ids ?? []).filter((id) => !selected.some((p) => p.eventId === id));
-    if (missing.length > 0) throw new ProjectionConfigError('PROJECTION_INVALID_OPTIONS', projection.name, 'ids', `names events not parked under "${key}": ${missing.join(', ')} — nothing was replayed`);
+    if (missing.length > 0) throw new ProjectionConfigError('PROJECTION_INVALID_OPTIONS', projection.name, 'ids', `must name parked events; not parked under "${key}": ${missing.join(', ')} — nothing was replayed`);
     const contract = await loadContractStep(options.contracts);
     const deps: ReplayDeps = { client, tables, key, projection, schema, contract, includeSuperseded: options.includeSuperseded === true };
     const outcomes = await replayEach(deps, selected, options, logger);

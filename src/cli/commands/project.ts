@@ -7,6 +7,7 @@ import { EventAssemblerError } from '../../errors.js';
 import { onStopSignals } from '../stop-signals.js';
 import { createLogger, type LogFormat, type Logger } from '../../pipeline/index.js';
 import { LAG_CAP, projectStatus, statusJson, statusTable } from './project-status.js';
+import { registerParked } from './project-parked.js';
 
 interface ProjectFlags {
   config: string;
@@ -214,4 +215,5 @@ export function register(program: Command): void {
     .option('--json', 'print one JSON document instead of a table')
     .addHelpText('after', STATUS_HELP)
     .action((_flags: unknown, self: Command) => status(withConfig(self.optsWithGlobals<Partial<ProjectFlags> & { json?: boolean }>(), self)));
+  registerParked(command, { configOption, configOrExit, redacting });
 }
