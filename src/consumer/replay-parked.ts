@@ -101,8 +101,11 @@ function checkOptions(options: ReplayParkedOptions): void {
     if (!Number.isInteger(options.generation) || options.generation < 1) fail('generation', `must be an integer ≥ 1 (found ${String(options.generation)})`);
     if (options.schema !== undefined) fail('schema', "does not go with generation: a generation's tables are in schema <name>_g<N>");
   }
-  const bad = (options.ids ?? []).filter((id) => typeof id !== 'string' || !UUID.test(id));
-  if (options.ids !== undefined && (!Array.isArray(options.ids) || bad.length > 0)) fail('ids', `must be event ids (UUIDs); not one: ${bad.map(String).join(', ')}`);
+  if (options.ids !== undefined) {
+    if (!Array.isArray(options.ids)) fail('ids', 'must be a list of event ids');
+    const bad = options.ids.filter((id) => typeof id !== 'string' || !UUID.test(id));
+    if (bad.length > 0) fail('ids', `must be event ids (UUIDs); not one: ${bad.map(String).join(', ')}`);
+  }
 }
 
 /** What one replay works with. */
