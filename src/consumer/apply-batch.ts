@@ -57,8 +57,12 @@ interface Applied {
   entityWrites: Map<string, EntityWrite>;
 }
 
-/** Which guard recognises `event` as already applied, or null. `states` holds the recorded versions (updated as the batch goes). */
-function guardOf(event: ProjectionEvent, checkpoint: AllPosition | null, receipts: ReadonlySet<string>, states: ReadonlyMap<string, EntityState>): Guard | null {
+/**
+ * Which guard recognises `event` as already applied, or null. `states` holds the recorded versions
+ * (updated as the batch goes). A `checkpoint` of null leaves the position guard out (replay-parked.ts:
+ * a parked event is behind the checkpoint by design).
+ */
+export function guardOf(event: ProjectionEvent, checkpoint: AllPosition | null, receipts: ReadonlySet<string>, states: ReadonlyMap<string, EntityState>): Guard | null {
   if (atOrBelow(event.position, checkpoint)) return 'position';
   if (receipts.has(event.id)) return 'receipt';
   if (event.entity && event.sourceVersion) {
@@ -66,6 +70,11 @@ function guardOf(event: ProjectionEvent, checkpoint: AllPosition | null, receipt
     if (state && versionsComparable(state.version, event.sourceVersion) && compareSourceVersions(event.sourceVersion, state.version) <= 0) return 'entityVersion';
   }
   return null;
+}
+
+/** The projection's handler for `type`, if it has one. */
+export function handlerOf(projection: Projection<any>, type: string): ((event: ProjectionEvent, ctx: ProjectionContext) => unknown) | undefined {
+  return projection.handlers[type] as ((event: ProjectionEvent, ctx: ProjectionContext) => unknown) | undefined;
 }
 
 async function runEvents(client: pg.ClientBase, target: BatchTarget, checkpoint: AllPosition | null, events: readonly ProjectionEvent[], contract: ContractStep): Promise<Applied> {
@@ -85,7 +94,7 @@ async function runEvents(client: pg.ClientBase, target: BatchTarget, checkpoint:
       out.skipped[guard]++;
       continue;
     }
-    const handler = projection.handlers[event.type] as ((event: ProjectionEvent, ctx: ProjectionContext) => unknown) | undefined;
+    const handler = handlerOf(projection, event.type);
     const deletes = projection.deletes.has(event.type);
     if (!handler && !deletes) {
       out.unhandled++;

@@ -11,6 +11,7 @@ import { configOption, configOrExit, exitSoon, logFormatOption, PROJECT_EXIT_COD
 import { register as registerRebuild } from './project-rebuild.js';
 import { register as registerRollback } from './project-rollback.js';
 import { LAG_CAP, projectStatus, statusJson, statusTable } from './project-status.js';
+import { registerParked } from './project-parked.js';
 
 const HELP = `
 The configuration module (.ts, .mts, .js or .mjs; TypeScript needs no build step)
@@ -193,4 +194,5 @@ export function register(program: Command): void {
   registerRebuild(command);
   registerRollback(command);
   registerGenerations(command);
+  registerParked(command);
 }
