@@ -90,6 +90,7 @@ export {
   ProjectionError,
   ProjectionConfigError,
   ProjectionConflictError,
+  ProjectionLeaseHeldError,
   ProjectionHandlerError,
   ProjectionGenerationError,
   ProjectionValidationError,

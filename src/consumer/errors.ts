@@ -46,6 +46,27 @@ export class ProjectionConflictError extends ProjectionError {
   }
 }
 
+/**
+ * Another instance is active on this projection partition (it holds the partition's lease,
+ * lease.ts): this one stops before doing anything. Run it with `standby: true` to wait instead.
+ */
+export class ProjectionLeaseHeldError extends ProjectionError {
+  declare readonly details: {
+    readonly projection: string;
+    readonly partition: string;
+    readonly holder: { readonly pid: number; readonly applicationName: string | null; readonly clientAddress: string | null; readonly since: string | null } | null;
+  };
+
+  constructor(projection: string, partition: string, holder: ProjectionLeaseHeldError['details']['holder']) {
+    const who = holder === null ? 'another session' : `PostgreSQL backend ${holder.pid}${holder.clientAddress ? ` (client ${holder.clientAddress})` : ''}${holder.since ? `, connected since ${holder.since}` : ''}`;
+    super(
+      'PROJECTION_CONFLICT',
+      `projection "${projection}" partition ${partition}: another instance is active (${who} holds the partition's lease) — ` + 'this one stops; run it as a standby (standby: true, `project --standby`) to take over when the other stops',
+      { projection, partition, holder },
+    );
+  }
+}
+
 /** What is known of an event whose handler failed. */
 export interface HandlerFailureDetails {
   readonly projection: string;

@@ -25,6 +25,7 @@ export {
   ProjectionError,
   ProjectionConfigError,
   ProjectionConflictError,
+  ProjectionLeaseHeldError,
   ProjectionHandlerError,
   ProjectionGenerationError,
   ProjectionValidationError,

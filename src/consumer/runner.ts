@@ -8,10 +8,15 @@ import { loadContractStep } from './contract-step.js';
 import { checkCommonOptions } from './options-check.js';
 import { carriedUnits, openEventFeed, type EventFeed } from './event-feed.js';
 import { generationKey, generationSchema, readGenerations, requireRunnable } from './generation-store.js';
+import { awaitLease, leaseHolder, leaseName, releaseLease } from './lease.js';
+import { ProjectionLeaseHeldError } from './errors.js';
 import { partitionKey } from './partition.js';
 import { applyAtomic, applyRecovering, emptyTotals, StopRequested, type BatchDeps, type Totals } from './poison.js';
 import { DEFAULT_STATE_SCHEMA, ensureCheckpoint, ensureStore, readCheckpoint, storeTables, type StoreTables } from './store.js';
 import type { AllPosition, ProjectionLogger, ProjectionRunner, ProjectionRunnerOptions, ProjectionStatus, RunnerState } from './types.js';
+
+/** How often a standby tries the partition's lease. */
+export const DEFAULT_STANDBY_POLL_MS = 1_000;
 
 const silent: ProjectionLogger = { info() {}, warn() {}, error() {} };
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
@@ -27,6 +32,9 @@ function checkOptions(options: ProjectionRunnerOptions): void {
     if (!Number.isInteger(options.generation) || options.generation < 1) fail('generation', `must be an integer ≥ 1 or 'serving' (found ${String(options.generation)})`);
     if (options.schema !== undefined) fail('schema', "does not go with generation: a generation's tables are in schema <name>_g<N>");
   }
+  if (options.standby !== undefined && typeof options.standby !== 'boolean') fail('standby', `must be true or false (found ${String(options.standby)})`);
+  const poll = options.standbyPollMs;
+  if (poll !== undefined && (!Number.isInteger(poll) || poll < 10)) fail('standbyPollMs', `must be an integer ≥ 10 (found ${String(poll)})`);
 }
 
 /** Where the runner writes: generation N's schema and state key, or `schema` and the projection's name. */
@@ -78,11 +86,15 @@ export function createProjectionRunner(options: ProjectionRunnerOptions): Projec
   let failure: Error | null = null;
   let feed: EventFeed | null = null;
   let running: Promise<void> | null = null;
+  let lease: string | null = null;
+  let lost: Error | null = null;
 
   async function loop(client: pg.ClientBase): Promise<void> {
     await ensureStore(client, tables);
     const generation = await resolveGeneration(client, tables, projection.name, options.generation);
     const target = targetOf(options, tables, generation);
+    lease = leaseName(tables.schema, stateKey(target), partition);
+    if (!(await takeLease(client, lease))) return;
     position = await prepare(client, target);
     const contract = await loadContractStep(options.contracts);
     if (abort.signal.aborted) return;
@@ -98,6 +110,7 @@ export function createProjectionRunner(options: ProjectionRunnerOptions): Projec
         if (batch === null) break;
         position = atomic ? await applyAtomic(deps, position, batch) : await applyRecovering(deps, position, batch.events);
       }
+      if (lost) throw lost;
       if (feed.error && !abort.signal.aborted) throw feed.error;
     } finally {
       await feed?.close();
@@ -105,11 +118,35 @@ export function createProjectionRunner(options: ProjectionRunnerOptions): Projec
     }
   }
 
+  /** The partition's lease: taken, waited for as a standby (false: stopped while waiting), or refused with ProjectionLeaseHeldError. */
+  async function takeLease(client: pg.ClientBase, name: string): Promise<boolean> {
+    const standby = options.standby === true;
+    const fields = { projection: projection.name, partition };
+    const taken = await awaitLease(client, name, standby ? (options.standbyPollMs ?? DEFAULT_STANDBY_POLL_MS) : 0, abort.signal, async () => {
+      const holder = await leaseHolder(client, name);
+      if (!standby) throw new ProjectionLeaseHeldError(projection.name, partition, holder);
+      state = 'standby';
+      logger.info('projection standing by: another instance is active on this partition', { ...fields, holder });
+    });
+    if (taken && state === 'standby') {
+      state = 'starting';
+      logger.info('projection taking over: the active instance is gone', fields);
+    }
+    return taken;
+  }
+
   async function run(): Promise<void> {
     const pool = typeof options.postgres === 'string' ? new pg.Pool({ connectionString: options.postgres, max: 1 }) : options.postgres;
     let client: pg.PoolClient | null = null;
+    // A connection lost while the runner waits for events (no query running to fail) ends the run
+    // now, not at the next batch: its lease is gone with the session, and a standby may take over.
+    const onLost = (error: Error) => {
+      lost ??= error;
+      void feed?.close();
+    };
     try {
       client = await pool.connect();
+      client.on('error', onLost);
       await loop(client);
       state = 'stopped';
       logger.info('projection stopped', { projection: projection.name, partition, position, applied: totals.applied });
@@ -123,8 +160,12 @@ export function createProjectionRunner(options: ProjectionRunnerOptions): Projec
       logger.error('projection failed', { projection: projection.name, partition, position, error: failure });
       throw error;
     } finally {
-      // A client whose transaction may be half-way (a failure between statements) is not returned for reuse.
-      client?.release(state === 'failed' ? true : undefined);
+      // A client whose transaction may be half-way (a failure between statements) is not returned
+      // for reuse; one returned gives its lease back first.
+      client?.off('error', onLost);
+      let reusable = state !== 'failed';
+      if (client && lease && reusable) await releaseLease(client, lease).catch(() => (reusable = false));
+      client?.release(reusable ? undefined : true);
       if (pool !== options.postgres) await pool.end();
     }
   }
@@ -137,7 +178,7 @@ export function createProjectionRunner(options: ProjectionRunnerOptions): Projec
       return running;
     },
     async stop() {
-      if (state === 'running' || state === 'starting') state = 'stopping';
+      if (state === 'running' || state === 'starting' || state === 'standby') state = 'stopping';
       abort.abort();
       await feed?.close();
       await running?.catch(() => undefined);

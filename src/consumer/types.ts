@@ -202,11 +202,20 @@ export interface ProjectionRunnerOptions {
   readonly generation?: number | 'serving';
   /** Validate every event against its contract and upcast it to the newest version. @default no validation */
   readonly contracts?: { readonly dir: string; readonly upcasters?: readonly Upcaster[] };
+  /**
+   * When another instance is active on the partition (holds its lease): `false` — `run()` rejects
+   * with `ProjectionLeaseHeldError` at once; `true` — wait as a standby (state `standby`) and take
+   * over from the checkpoint when the other stops, crashes or loses its connection. @default false
+   */
+  readonly standby?: boolean;
+  /** How often a standby tries the lease. @default 1000 */
+  readonly standbyPollMs?: number;
   /** @default silent */
   readonly logger?: ProjectionLogger;
 }
 
-export type RunnerState = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped' | 'failed';
+/** `standby`: waiting for the partition's lease while another instance is active. */
+export type RunnerState = 'idle' | 'starting' | 'standby' | 'running' | 'stopping' | 'stopped' | 'failed';
 
 export interface ProjectionStatus {
   readonly projection: string;

@@ -1,7 +1,8 @@
 // `event-assembler project` as a process: a TypeScript config with secrets from environment
 // variables runs the accounts projection (balances by increments, one event parked); SIGTERM
 // stops it with exit 0 and a summary line; `project status` shows position, head, lag and parked
-// (table and --json); an unreachable PostgreSQL exits 1; an invalid config exits 2 naming every bad field; --help names the exit codes.
+// (table and --json); an unreachable PostgreSQL exits 1; a second instance exits 1 or, with
+// --standby, waits and takes over; an invalid config exits 2 naming every bad field; --help names the exit codes.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -155,5 +156,31 @@ export default defineProjectionConfig({ postgres: 'env:EA_PROJ_UNSET', kurrentdb
     expect(help).toMatch(/^ {2}0 {2}stopped/m);
     expect(help).toMatch(/^ {2}1 {2}fatal/m);
     expect(help).toMatch(/^ {2}2 {2}the configuration could not be loaded or is invalid/m);
+  });
+  it('a second instance exits 1 naming the active one; with --standby it waits and takes over when the active one stops', async () => {
+    const active = startCli(['project', '--config', config], env);
+    let standby: CliProcess | null = null;
+    try {
+      await until(() => expect(active.lines().map((l) => l['msg'])).toContain('projection running'), 30_000);
+      const second = startCli(['project', '--config', config], env);
+      expect(await finished(second)).toBe(1);
+      const refused = second.lines().find((l) => l['msg'] === 'projection failed')!;
+      expect(refused['error']).toMatchObject({ code: 'PROJECTION_CONFLICT' });
+      expect(JSON.stringify(refused['error'])).toMatch(/PostgreSQL backend \d+/);
+
+      standby = startCli(['project', '--config', config, '--standby'], env);
+      await until(() => expect(standby!.lines().map((l) => l['msg'])).toContain('projection standing by: another instance is active on this partition'), 30_000);
+      active.child.kill('SIGTERM');
+      expect(await finished(active)).toBe(0);
+      await until(() => expect(standby!.lines().map((l) => l['msg'])).toContain('projection taking over: the active instance is gone'), 30_000);
+      const before = await rig.balances();
+      await rig.write('0/9000', 9, [{ account: 'sb', kind: 'deposit', amount: 3 }]);
+      await until(async () => expect(await rig.balances()).toEqual({ ...before, sb: 3 }), 30_000);
+      standby.child.kill('SIGTERM');
+      expect(await finished(standby)).toBe(0);
+    } finally {
+      if (active.child.exitCode === null) active.child.kill('SIGKILL');
+      if (standby && standby.child.exitCode === null) standby.child.kill('SIGKILL');
+    }
   });
 });

@@ -1,7 +1,10 @@
-// Several runners: two instances of one partition at once (the compare-and-set lets one apply,
-// the other stops with ProjectionConflictError), and partitions 0/2 + 1/2 equal one runner.
+// Several runners: two instances of one partition at once (the partition's lease lets one run;
+// the other stops, or waits as a standby and takes over), writers without a lease (the
+// compare-and-set lets one apply), and partitions 0/2 + 1/2 equal one runner.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createProjectionRunner, ProjectionConflictError, storeTables, type ProjectionRunner } from '../../src/consumer/index.js';
+import pg from 'pg';
+import { applyBatch, createProjectionRunner, ensureStore, ProjectionConflictError, ProjectionLeaseHeldError, storeTables } from '../../src/consumer/index.js';
+import { ensureCheckpoint } from '../../src/consumer/store.js';
 import { accountsProjection, createConsumerRig, processed, until, type ConsumerRig } from './consumer-rig.js';
 
 let rig: ConsumerRig;
@@ -21,41 +24,66 @@ afterAll(async () => {
 });
 
 describe('two instances of one projection partition at once', () => {
-  it('each event is applied exactly once; the loser stops with ProjectionConflictError', async () => {
+  it('the second stops at once with ProjectionLeaseHeldError naming the active one; each event is applied exactly once', async () => {
+    await rig.sql('CREATE SCHEMA IF NOT EXISTS leased');
+    const projection = accountsProjection({ name: 'accounts_leased' });
+    const first = createProjectionRunner({ projection, postgres: rig.db.connectionString, kurrentdb: rig.kdb.connectionString, schema: 'leased' });
+    const firstRun = first.run();
+    try {
+      await until(() => expect(first.status().state).toBe('running'));
+      const second = createProjectionRunner({ projection, postgres: rig.db.connectionString, kurrentdb: rig.kdb.connectionString, schema: 'leased' });
+      const error = await second.run().then(() => null, (e: unknown) => e);
+      expect(error).toBeInstanceOf(ProjectionLeaseHeldError);
+      const holder = (error as ProjectionLeaseHeldError).details.holder;
+      expect(holder?.pid).toEqual(expect.any(Number));
+      expect((error as ProjectionLeaseHeldError).message).toContain(`backend ${holder!.pid}`);
+      expect(second.status()).toMatchObject({ state: 'failed', applied: 0 });
+      await until(() => expect(first.status().applied).toBe(total));
+    } finally {
+      await first.stop();
+    }
+    await firstRun;
+    expect(await rig.balances('leased')).toEqual(expected);
+  });
+
+  it('writers that take no lease (applyBatch from the same checkpoint at once): the compare-and-set lets exactly one apply', async () => {
+    await rig.sql('CREATE SCHEMA IF NOT EXISTS raced');
     // The first batch to run holds the checkpoint row's lock; its first handler call waits until
-    // the other instance is blocked on that lock, so both really start from the same checkpoint.
+    // the other writer is blocked on that lock, so both really start from the same checkpoint.
     let gate: Promise<void> | null = null;
-    const waitForOtherInstance = () =>
+    const waitForOther = () =>
       until(async () => {
         const [row] = await rig.sql<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%projection_checkpoints%FOR UPDATE'`);
         expect(row!.n).toBeGreaterThanOrEqual(1);
       });
     const base = accountsProjection();
     const projection = accountsProjection({
+      name: 'accounts_raced',
       handlers: {
         ...base.handlers,
         Deposited: async (event, ctx) => {
-          await (gate ??= waitForOtherInstance());
+          await (gate ??= waitForOther());
           await base.handlers.Deposited!(event, ctx);
         },
       },
     });
-    const runners: ProjectionRunner[] = [0, 1].map(() => createProjectionRunner({ projection, postgres: rig.db.connectionString, kurrentdb: rig.kdb.connectionString }));
-    const outcomes = runners.map((r) => r.run().then(() => null, (error: unknown) => error));
+    const events = await rig.readAll();
+    const clients = [await rig.pool.connect(), await rig.pool.connect()];
     try {
-      await until(() => expect(runners.some((r) => r.status().applied === total)).toBe(true));
+      const target = { projection, tables: storeTables(), schema: 'raced' };
+      await ensureStore(clients[0]!, target.tables);
+      await clients[0]!.query('CREATE TABLE IF NOT EXISTS raced.accounts (id text PRIMARY KEY, balance bigint NOT NULL)');
+      await ensureCheckpoint(clients[0]!, target.tables, 'accounts_raced', '0/1');
+      const outcomes = await Promise.all(clients.map((c) => applyBatch(c, target, null, events).then(() => null, (e: unknown) => e)));
+      const losers = outcomes.filter((e) => e !== null);
+      expect(losers).toHaveLength(1);
+      expect(losers[0]).toBeInstanceOf(ProjectionConflictError);
+      expect((losers[0] as ProjectionConflictError).details).toMatchObject({ projection: 'accounts_raced', partition: '0/1', expected: null });
     } finally {
-      await Promise.all(runners.map((r) => r.stop()));
+      for (const c of clients) c.release();
     }
-    const errors = await Promise.all(outcomes);
-    const losers = errors.filter((e) => e !== null);
-    expect(losers).toHaveLength(1);
-    expect(losers[0]).toBeInstanceOf(ProjectionConflictError);
-    expect((losers[0] as ProjectionConflictError).details).toMatchObject({ projection: 'accounts', partition: '0/1', expected: null });
-    expect(runners.map((r) => r.status().state).sort()).toEqual(['failed', 'stopped']);
-    expect(runners.map((r) => r.status().applied).sort((a, b) => a - b)).toEqual([0, total]);
-    expect(await rig.balances()).toEqual(expected);
-    const [receipts] = await rig.sql<{ n: number }>(`SELECT count(*)::int AS n FROM ${storeTables().receipts} WHERE projection = 'accounts'`);
+    expect(await rig.balances('raced')).toEqual(expected);
+    const [receipts] = await rig.sql<{ n: number }>(`SELECT count(*)::int AS n FROM ${storeTables().receipts} WHERE projection = 'accounts_raced'`);
     expect(receipts!.n).toBe(total);
   });
 });
@@ -94,5 +122,59 @@ describe('partitions', () => {
     expect(rows.map((r) => r.partition)).toEqual(['0/2', '1/2']);
     expect(await rig.balances('parted')).toEqual(await rig.balances('single'));
     expect(await rig.balances('single')).toEqual(expected);
+  });
+});
+
+describe('a standby instance', () => {
+  it('a standby waits, then takes over from the checkpoint when the active instance stops — and when its connection is killed — under a live workload, exactly once', async () => {
+    await rig.sql('CREATE SCHEMA IF NOT EXISTS standby');
+    const projection = accountsProjection({ name: 'accounts_standby' });
+    const want = { ...expected };
+    let events = total;
+    let lsn = 0x90000;
+    const more = async (n: number) => {
+      for (let i = 0; i < n; i++) {
+        const account = `sb${i % 5}`;
+        events += await rig.write(`0/${(lsn += 0x100).toString(16).toUpperCase()}`, 9000 + lsn, [{ account, kind: 'deposit', amount: 7 }]);
+        want[account] = (want[account] ?? 0) + 7;
+      }
+    };
+    // Three instances on one pool that never closes idle clients: a client returned to it must give its lease back.
+    const pool = new pg.Pool({ connectionString: rig.db.connectionString, max: 4, idleTimeoutMillis: 0 });
+    const runners = [0, 1, 2].map(() => createProjectionRunner({ projection, postgres: pool, kurrentdb: rig.kdb.connectionString, schema: 'standby', standby: true, standbyPollMs: 20 }));
+    const runs = runners.map((r) => r.run().then(() => null, (e: unknown) => e));
+    const active = () => runners.filter((r) => r.status().state === 'running');
+    try {
+      await until(() => expect(runners.map((r) => r.status().state).sort()).toEqual(['running', 'standby', 'standby']));
+      await more(10);
+      const first = active()[0]!;
+      await until(() => expect(first.status().applied).toBe(events));
+      // A graceful stop: the lease goes back with the pooled client; a standby takes over.
+      await first.stop();
+      await more(10);
+      await until(() => expect(active()).toHaveLength(1));
+      const second = active()[0]!;
+      await until(() => expect(processed(second.status())).toBeGreaterThan(0));
+      // A crash of the active one: its session killed; the lease goes with it.
+      const pids = await rig.sql<{ pid: number }>(
+        "SELECT l.pid FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+      );
+      expect(pids).toHaveLength(1);
+      await rig.sql('SELECT pg_terminate_backend($1)', [pids[0]!.pid]);
+      await until(() => expect(second.status().state).toBe('failed'));
+      await more(10);
+      await until(() => expect(active()).toHaveLength(1));
+      const third = active()[0]!;
+      expect([first, second]).not.toContain(third);
+      await until(async () => expect(await rig.balances('standby')).toEqual(want));
+    } finally {
+      await Promise.all(runners.map((r) => r.stop()));
+    }
+    const outcomes = await Promise.all(runs);
+    await pool.end();
+    expect(outcomes.filter((e) => e !== null)).toHaveLength(1); // the one whose connection was killed
+    expect(await rig.balances('standby')).toEqual(want);
+    const [receipts] = await rig.sql<{ n: number }>(`SELECT count(*)::int AS n FROM ${storeTables().receipts} WHERE projection = 'accounts_standby'`);
+    expect(receipts!.n).toBe(events);
   });
 });

@@ -7,6 +7,7 @@ import { ContractError } from '../../src/contracts/errors.js';
 import { loadContractStep } from '../../src/consumer/contract-step.js';
 import {
   compareSourceVersions,
+  createProjectionRunner,
   defineProjection,
   fnv1a32,
   partitionOf,
@@ -157,5 +158,15 @@ describe('contracts on the receiving side', () => {
     expect(event.data).toMatchObject({ total: { amount: '40.00', currency: 'EUR' }, dueDate: null });
     expect(() => step(issued({ ...v1, currency: 'euro' }, 'InvoiceIssued@1'))).toThrow(ContractError);
     expect(() => step(issued(v1, 'Other@1'))).toThrow(/names no contract version/);
+  });
+});
+
+describe('createProjectionRunner options', () => {
+  const projection = defineProjection({ name: 'opts', from: { categories: ['account'] }, handlers: {} });
+  const base = { projection, postgres: 'postgresql://app@localhost/app', kurrentdb: 'kurrentdb://localhost:2113?tls=false' };
+  it('names a bad standby option before connecting to anything', () => {
+    expect(() => createProjectionRunner({ ...base, standby: 'yes' as never })).toThrow(/standby must be true or false/);
+    expect(() => createProjectionRunner({ ...base, standby: true, standbyPollMs: 5 })).toThrow(/standbyPollMs must be an integer ≥ 10 \(found 5\)/);
+    expect(createProjectionRunner({ ...base, standby: true, standbyPollMs: 50 }).status().state).toBe('idle');
   });
 });

@@ -60,6 +60,14 @@ What happens:
   generation and schema. The generation is chosen at start: after a rebuild or rollback,
   restart project so it keeps the new serving generation current.
 
+One instance per projection partition is active: its runner holds the partition's lease (a
+PostgreSQL advisory lock on its own connection). A second instance of the same configuration
+stops with PROJECTION_CONFLICT (exit 1), naming the active one — or, with --standby, waits
+("projection standing by") and takes over from the checkpoint when the active instance stops,
+crashes or loses its connection ("projection taking over").
+
+  $ event-assembler project --config projection.config.ts --standby   # on a second host
+
 On SIGTERM or SIGINT: every runner finishes the batch in flight and stops; a summary line
 ("projections stopped": position, applied, skipped, parked per runner), exit 0. A second
 signal exits at once (a batch not committed is rolled back and applied again on restart).
@@ -68,7 +76,7 @@ When one runner fails, the others are stopped the same way and the exit code is 
 Exit codes:
   0  stopped (signal)
   1  fatal: a handler kept failing with onError 'halt' (PROJECTION_HANDLER_FAILED), another
-     instance runs the same partition (PROJECTION_CONFLICT), or PostgreSQL / KurrentDB
+     instance is active on the same partition (PROJECTION_CONFLICT; not with --standby), or PostgreSQL / KurrentDB
      could not be reached or was lost — the log line says which projection and why;
      restart after the fix: each runner resumes from its checkpoint
   2  the configuration could not be loaded or is invalid (every bad field is named, with
@@ -124,7 +132,7 @@ async function runAll(runners: readonly ProjectionRunner[], logger: Logger): Pro
   return exitCode;
 }
 
-async function project(flags: ProjectFlags): Promise<void> {
+async function project(flags: ProjectFlags & { standby?: boolean }): Promise<void> {
   const base = createLogger({ format: flags.logFormat });
   const config = await configOrExit(flags.config, base);
   if (config === null) return;
@@ -141,6 +149,7 @@ async function project(flags: ProjectFlags): Promise<void> {
         // ever, in `schema`. Chosen at start: after a rebuild or rollback, restart to follow.
         generation: 'serving',
         schema: config.schema,
+        standby: flags.standby === true,
         ...(config.contracts ? { contracts: config.contracts } : {}),
         logger,
       }),
@@ -181,8 +190,9 @@ export function register(program: Command): void {
     // subcommand reads them with optsWithGlobals().
     .addOption(configOption())
     .addOption(logFormatOption())
+    .option('--standby', "when another instance is active on a projection partition, wait and take over when it stops (default: exit 1)")
     .addHelpText('after', HELP)
-    .action((flags: Partial<ProjectFlags>, self: Command) => project(withConfig(flags, self)));
+    .action((flags: Partial<ProjectFlags> & { standby?: boolean }, self: Command) => project(withConfig(flags, self)));
   command
     .command('status')
     .summary('each projection partition: checkpoint, head of $all, lag, parked events')
