@@ -25,6 +25,9 @@
 // comes in rounds, one per child: 60–120 transactions (seeded) let through as the child is spawned,
 // written at that rate while it starts and runs, and after its death while the next one starts.
 //
+// Each child runs in the batch or the transaction-atomic mode (seeded); the atomic children's
+// events of one source transaction must have committed in one PostgreSQL transaction.
+//
 // Negative control: EA_CONSUMER_NEGATIVE_CONTROL=1 makes the child write its log rows outside the
 // batch's transaction (an effect the kit cannot undo); this test must then fail with events applied
 // twice (seed 11: 42 duplicates, 0/4 paused effects rolled back).
@@ -79,7 +82,7 @@ interface SourceEvent {
   readonly commit: bigint;
 }
 
-function planKills(random: () => number): { kind: KillKind; target: number; round: number }[] {
+function planKills(random: () => number): { kind: KillKind; target: number; round: number; atomic: boolean }[] {
   const kinds: KillKind[] = Array.from({ length: KILLS }, (_, i) => (i < EFFECT_KILLS ? 'effect-before-checkpoint' : 'random'));
   for (let i = kinds.length - 1; i > 0; i--) {
     const j = Math.floor(random() * (i + 1));
@@ -89,7 +92,9 @@ function planKills(random: () => number): { kind: KillKind; target: number; roun
   // batch of 10). Random kills: after 1–60 committed events (during the catch-up of what was
   // written while the previous child was down, or once it follows the live workload). A round
   // (≥ 60 transactions, ≥ 60 events) makes either reachable.
-  return kinds.map((kind) => ({ kind, target: 1 + Math.floor(random() * (kind === 'random' ? 60 : 40)), round: 60 + Math.floor(random() * 61) }));
+  // Each child runs in the batch or the transaction-atomic mode (seeded): a switch between children
+  // starts the atomic mode from a checkpoint the batch mode may have left inside a transaction.
+  return kinds.map((kind) => ({ kind, target: 1 + Math.floor(random() * (kind === 'random' ? 60 : 40)), round: 60 + Math.floor(random() * 61), atomic: random() < 0.5 }));
 }
 
 async function readSource(kurrentdb: string): Promise<SourceEvent[]> {
@@ -138,12 +143,13 @@ describe('the consumer survives SIGKILL at random points, between effect and che
     const kills: KillRecord[] = [];
     const kurrentdb = `${kdb.connectionString}&discoveryInterval=50`;
     let starts = 0;
-    const start = (pauseAt?: number) => {
+    const start = (atomic: boolean, pauseAt?: number) => {
       const applicationName = `consumer-crash-${++starts}`;
       const url = new URL(db.connectionString);
       url.searchParams.set('application_name', applicationName);
       const env: Record<string, string> = { EA_CONSUMER_POSTGRES: url.toString(), EA_CONSUMER_KURRENTDB: kurrentdb };
       if (pauseAt !== undefined) env['EA_CONSUMER_PAUSE_AT'] = String(pauseAt);
+      if (atomic) env['EA_CONSUMER_ATOMIC'] = 'transaction';
       const proc = startConsumerProcess(env);
       children.add(proc);
       return { proc, applicationName };
@@ -153,10 +159,10 @@ describe('the consumer survives SIGKILL at random points, between effect and che
     try {
       workload.addRound(FIRST_ROUND);
       await workload.written();
-      for (const [i, { kind, target, round }] of plan.entries()) {
+      for (const [i, { kind, target, round, atomic }] of plan.entries()) {
         workload.addRound(round);
         const spawned = Date.now();
-        const { proc, applicationName } = start(kind === 'effect-before-checkpoint' ? target : undefined);
+        const { proc, applicationName } = start(atomic, kind === 'effect-before-checkpoint' ? target : undefined);
         let startupMs = -1;
         void proc.waitForMessage((m) => m.event === 'started', 60_000).then(() => (startupMs = Date.now() - spawned), () => undefined);
         let record: KillRecord;
@@ -192,7 +198,8 @@ describe('the consumer survives SIGKILL at random points, between effect and che
       // The last round: a last child follows the workload, which then stops; it runs to the head.
       workload.addRound(LAST_ROUND);
       const lastStarted = Date.now();
-      const last = start();
+      const lastAtomic = random() < 0.5;
+      const last = start(lastAtomic);
       await workload.written();
       await workload.stop();
       const source = await readSource(kdb.connectionString);
@@ -219,6 +226,12 @@ describe('the consumer survives SIGKILL at random points, between effect and che
         (await pool.query<{ account: string; balance: string }>(`SELECT account, balance::text FROM public.balances`)).rows.map((r) => [r.account, Number(r.balance)]),
       );
       const applied = (await pool.query<{ event_id: string; stream: string; revision: string; pid: number }>(`SELECT event_id, stream, revision::text, pid FROM public.applied_events ORDER BY seq`)).rows;
+      // The atomic mode's children: each source transaction's events they applied, in one PostgreSQL transaction.
+      const split = (
+        await pool.query<{ unit: string; txs: string }>(`SELECT unit, count(DISTINCT tx)::text AS txs FROM public.applied_events WHERE atomic GROUP BY unit HAVING count(DISTINCT tx) > 1`)
+      ).rows;
+      const atomicRows = Number((await pool.query(`SELECT count(*) AS n FROM public.applied_events WHERE atomic`)).rows[0].n);
+      const atomicChildren = plan.filter((p) => p.atomic).length + (lastAtomic ? 1 : 0);
       const counts = new Map<string, number>();
       for (const row of applied) counts.set(row.event_id, (counts.get(row.event_id) ?? 0) + 1);
       const sourceIds = new Set(source.map((e) => e.id));
@@ -244,7 +257,7 @@ describe('the consumer survives SIGKILL at random points, between effect and che
           `consumer crash test, seed ${SEED}: ${workload.transactions} source transactions, ${source.length} events on ${Object.keys(expected).length} accounts in ${workload.rounds.length} rounds ` +
             `(${workload.rounds.join('/')} transactions) at ${RATE}/s; ${kills.length} SIGKILLs, ${starts} child starts; windows: ${[...windows].map(([w, n]) => `${n} ${w}`).join(', ')}; ` +
             `${effectKills.filter((k) => k.rolledBack).length}/${effectKills.length} paused effects rolled back; duplicates ${duplicates.length}, missing ${missing.length}, extra ${extra.length}, ` +
-            `out of order ${outOfOrder}, receipts ${receipts}; last child to the head in ${(lastRunMs / 1000).toFixed(1)} s; balances ${match ? 'match' : 'DIFFER from'} the source; ${seconds} s`,
+            `out of order ${outOfOrder}, receipts ${receipts}; ${atomicChildren}/${starts} children in the atomic mode applied ${atomicRows} events, transactions split ${split.length}; last child to the head in ${(lastRunMs / 1000).toFixed(1)} s; balances ${match ? 'match' : 'DIFFER from'} the source; ${seconds} s`,
           ...kills.map((k) => `  kill ${String(k.n).padStart(2)} ${k.kind.padEnd(24)} target ${String(k.target).padStart(3)}, started in ${k.startupMs} ms, killed at ${k.killedAfterMs} ms: ${k.committedByChild} events committed by the child; ${k.window}${k.pausedEvent ? ` (paused on ${k.pausedEvent}, effect ${k.rolledBack ? 'rolled back' : 'STILL THERE'})` : ''} [${k.query}]`),
         ].join('\n'),
       );
@@ -254,6 +267,7 @@ describe('the consumer survives SIGKILL at random points, between effect and che
       expect(missing.map((e) => e.id), `events never applied (seed ${SEED})`).toEqual([]);
       expect(extra, 'applied events that are not in the source').toEqual([]);
       expect(outOfOrder, 'events applied out of revision order within a stream').toBe(0);
+      expect(split, 'source transactions an atomic-mode child applied in more than one PostgreSQL transaction').toEqual([]);
       expect(receipts).toBe(source.length);
       expect(balances, `balances against the events in KurrentDB (seed ${SEED})`).toEqual(expected);
       expect(expected, 'the events in KurrentDB against the workload written').toEqual(workload.model);

@@ -7,6 +7,8 @@
 //                          `paused` line and wait forever — inside the batch's PostgreSQL
 //                          transaction, after the effect and before the receipts and the
 //                          checkpoint — so the test kills it exactly there.
+//   EA_CONSUMER_ATOMIC     'transaction' runs the projection in the transaction-atomic mode
+//                          (default 'batch'); the crash test switches modes between children.
 //   EA_CONSUMER_NEGATIVE_CONTROL=1  the log row of each applied event is written outside the
 //                          batch's transaction (a separate autocommit connection): the crash
 //                          test must then FAIL, with events applied twice — proof it can tell.
@@ -53,7 +55,7 @@ function outsidePool(): pg.Pool | undefined {
 
 const outside = outsidePool();
 const runner = createProjectionRunner({
-  projection: ledgerProjection(onEffect, outside),
+  projection: ledgerProjection(onEffect, outside, process.env['EA_CONSUMER_ATOMIC'] === 'transaction' ? 'transaction' : 'batch'),
   postgres: required('EA_CONSUMER_POSTGRES'),
   kurrentdb: required('EA_CONSUMER_KURRENTDB'),
   logger: { info: log('info'), warn: log('warn'), error: log('error') },
