@@ -10,51 +10,17 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listGenerations } from '../../src/consumer/index.js';
 import { createConsumerRig, until, type ConsumerRig, type LedgerEntry } from './consumer-rig.js';
-import { startCli, type CliProcess } from './pipeline-rig.js';
+import { finished, writeAccountsConfig } from './consumer-cli-rig.js';
+import { startCli } from './pipeline-rig.js';
 
 const src = join(process.cwd(), 'src/index.js');
 /** A deposit of this amount makes the handler wait for the test's advisory lock of the same number. */
 const HELD = 4242;
 
-/** The accounts projection and, for rebuilds, a check of each sampled balance against public.source_balances. */
-function writeConfig(dir: string): string {
-  const file = join(dir, 'projection.config.ts');
-  writeFileSync(
-    file,
-    `import pg from 'pg';
-import { defineProjection, defineProjectionConfig } from '${src}';
-
-type Events = { Deposited: { account: string; amount: number }; AccountClosed: { account: string } };
-
-const accounts = defineProjection<Events>({
-  name: 'accounts',
-  from: { categories: ['account'] },
-  deletes: ['AccountClosed'],
-  batchSize: 10,
-  setup: async (client, schema) => {
-    await client.query(\`CREATE TABLE IF NOT EXISTS "\${schema}".accounts (id text PRIMARY KEY, balance bigint NOT NULL)\`);
-  },
-  handlers: {
-    Deposited: async (event, ctx) => {
-      if (event.data.amount === ${HELD}) await ctx.client.query('SELECT pg_advisory_xact_lock(${HELD})');
-      await ctx.client.query(
-        \`INSERT INTO "\${ctx.schema}".accounts (id, balance) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET balance = accounts.balance + EXCLUDED.balance\`,
-        [event.data.account, event.data.amount],
-      );
-    },
-    AccountClosed: async (event, ctx) => {
-      await ctx.client.query(\`DELETE FROM "\${ctx.schema}".accounts WHERE id = $1\`, [event.data.account]);
-    },
-  },
-});
-
-const source = new pg.Pool({ connectionString: process.env.EA_PROJ_PG, max: 1, allowExitOnIdle: true });
-
-export default defineProjectionConfig({
-  postgres: 'env:EA_PROJ_PG',
-  kurrentdb: 'env:EA_PROJ_KDB',
-  projections: [accounts],
-  rebuild: {
+/** The source database the rebuild's check reads (public.source_balances). */
+const BETWEEN = `const source = new pg.Pool({ connectionString: process.env.EA_PROJ_PG, max: 1, allowExitOnIdle: true });`;
+/** Each sampled balance of a rebuild checked against public.source_balances. */
+const CONFIG = `rebuild: {
     accounts: {
       validate: {
         table: 'accounts',
@@ -63,19 +29,17 @@ export default defineProjectionConfig({
         check: (row, src) => (Number(row.balance) === src?.balance ? undefined : \`balance \${row.balance}, source \${src?.balance}\`),
       },
     },
-  },
-});
-`,
-  );
-  return file;
-}
+  },`;
 
-async function finished(cli: CliProcess, timeoutMs = 60_000): Promise<number | null | 'timeout'> {
-  try {
-    return await cli.exit(timeoutMs);
-  } finally {
-    if (cli.child.exitCode === null) cli.child.kill('SIGKILL');
-  }
+/** The accounts projection and, for rebuilds, a check of each sampled balance against public.source_balances. */
+function writeConfig(dir: string): string {
+  return writeAccountsConfig(dir, {
+    imports: "import pg from 'pg';",
+    options: 'batchSize: 10,',
+    beforeDeposit: `if (event.data.amount === ${HELD}) await ctx.client.query('SELECT pg_advisory_xact_lock(${HELD})');`,
+    between: BETWEEN,
+    config: CONFIG,
+  });
 }
 
 describe('event-assembler project rebuild / rollback / generations (CLI)', () => {

@@ -8,59 +8,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createConsumerRig, until, type ConsumerRig } from './consumer-rig.js';
+import { finished, writeAccountsConfig } from './consumer-cli-rig.js';
 import { startCli, type CliProcess } from './pipeline-rig.js';
 
 const src = join(process.cwd(), 'src/index.js');
 
-/** The accounts projection of consumer-rig.ts, written as a user's config module; a deposit of 13 fails and is parked. */
+/** The accounts projection of consumer-rig.ts as a user's config module; a deposit of 13 fails and is parked. */
 function writeConfig(dir: string): string {
-  const file = join(dir, 'projection.config.ts');
-  writeFileSync(
-    file,
-    `import { defineProjection, defineProjectionConfig } from '${src}';
-
-type Events = { Deposited: { account: string; amount: number }; AccountClosed: { account: string } };
-
-const accounts = defineProjection<Events>({
-  name: 'accounts',
-  from: { categories: ['account'] },
-  deletes: ['AccountClosed'],
-  batchSize: 10,
-  onError: 'park',
-  retry: { attempts: 1, initialDelayMs: 1, maxDelayMs: 1 },
-  setup: async (client, schema) => {
-    await client.query(\`CREATE TABLE IF NOT EXISTS "\${schema}".accounts (id text PRIMARY KEY, balance bigint NOT NULL)\`);
-  },
-  handlers: {
-    Deposited: async (event, ctx) => {
-      if (event.data.amount === 13) throw new Error('unlucky amount');
-      await ctx.client.query(
-        \`INSERT INTO "\${ctx.schema}".accounts (id, balance) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET balance = accounts.balance + EXCLUDED.balance\`,
-        [event.data.account, event.data.amount],
-      );
-    },
-    AccountClosed: async (event, ctx) => {
-      await ctx.client.query(\`DELETE FROM "\${ctx.schema}".accounts WHERE id = $1\`, [event.data.account]);
-    },
-  },
-});
-
-export default defineProjectionConfig({
-  postgres: 'env:EA_PROJ_PG',
-  kurrentdb: 'env:EA_PROJ_KDB',
-  projections: [accounts],
-});
-`,
-  );
-  return file;
-}
-
-async function finished(cli: CliProcess, timeoutMs = 60_000): Promise<number | null | 'timeout'> {
-  try {
-    return await cli.exit(timeoutMs);
-  } finally {
-    if (cli.child.exitCode === null) cli.child.kill('SIGKILL');
-  }
+  return writeAccountsConfig(dir, {
+    options: "batchSize: 10, onError: 'park', retry: { attempts: 1, initialDelayMs: 1, maxDelayMs: 1 },",
+    beforeDeposit: "if (event.data.amount === 13) throw new Error('unlucky amount');",
+  });
 }
 
 describe('event-assembler project (CLI)', () => {

@@ -3,65 +3,26 @@
 // parks three events; `parked` lists them (table and --json); `parked replay` exits 2 for an
 // unknown projection or id (nothing replayed), 1 while an event stays parked (failed again,
 // entity deleted), 0 when every selected event was applied; --help names the exit codes.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { storeTables } from '../../src/consumer/index.js';
 import { createConsumerRig, until, type ConsumerRig } from './consumer-rig.js';
+import { finished, writeAccountsConfig } from './consumer-cli-rig.js';
 import { startCli, type CliProcess } from './pipeline-rig.js';
 
-const src = join(process.cwd(), 'src/index.js');
 const tables = storeTables();
 
+/** The accounts projection as a user's config module; its Deposited handler refuses the amounts listed in public.faults. */
 function writeConfig(dir: string): string {
-  const file = join(dir, 'projection.config.ts');
-  writeFileSync(
-    file,
-    `import { defineProjection, defineProjectionConfig } from '${src}';
-
-type Events = { Deposited: { account: string; amount: number }; AccountClosed: { account: string } };
-
-const accounts = defineProjection<Events>({
-  name: 'accounts',
-  from: { categories: ['account'] },
-  deletes: ['AccountClosed'],
-  onError: 'park',
-  retry: { attempts: 1, initialDelayMs: 1, maxDelayMs: 1 },
-  setup: async (client, schema) => {
-    await client.query(\`CREATE TABLE IF NOT EXISTS "\${schema}".accounts (id text PRIMARY KEY, balance bigint NOT NULL)\`);
-  },
-  handlers: {
-    Deposited: async (event, ctx) => {
-      const fault = await ctx.client.query('SELECT reason FROM public.faults WHERE amount = $1', [event.data.amount]);
-      if (fault.rows[0]) throw new Error(\`refused \${event.data.amount}: \${fault.rows[0].reason}\`);
-      await ctx.client.query(
-        \`INSERT INTO "\${ctx.schema}".accounts (id, balance) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET balance = accounts.balance + EXCLUDED.balance\`,
-        [event.data.account, event.data.amount],
-      );
-    },
-    AccountClosed: async (event, ctx) => {
-      await ctx.client.query(\`DELETE FROM "\${ctx.schema}".accounts WHERE id = $1\`, [event.data.account]);
-    },
-  },
-});
-
-export default defineProjectionConfig({
-  postgres: 'env:EA_PROJ_PG',
-  kurrentdb: 'env:EA_PROJ_KDB',
-  projections: [accounts],
-});
-`,
-  );
-  return file;
-}
-
-async function finished(cli: CliProcess, timeoutMs = 60_000): Promise<number | null | 'timeout'> {
-  try {
-    return await cli.exit(timeoutMs);
-  } finally {
-    if (cli.child.exitCode === null) cli.child.kill('SIGKILL');
-  }
+  return writeAccountsConfig(dir, {
+    options: "onError: 'park', retry: { attempts: 1, initialDelayMs: 1, maxDelayMs: 1 },",
+    beforeDeposit: [
+      "const fault = await ctx.client.query('SELECT reason FROM public.faults WHERE amount = $1', [event.data.amount]);",
+      'if (fault.rows[0]) throw new Error(`refused ${event.data.amount}: ${fault.rows[0].reason}`);',
+    ].join('\n      '),
+  });
 }
 
 describe('event-assembler project parked (CLI)', () => {

@@ -4,7 +4,7 @@
 import { Option, type Command } from 'commander';
 import { ConfigError, ConfigLoadError } from '../../config/index.js';
 import { loadProjectionConfig, type Projection, type ResolvedProjectionConfig } from '../../consumer/index.js';
-import type { LogFormat, Logger } from '../../pipeline/index.js';
+import { createLogger, type LogFormat, type Logger } from '../../pipeline/index.js';
 
 export interface ProjectFlags {
   config: string;
@@ -41,6 +41,19 @@ export function projectionOrExit(config: ResolvedProjectionConfig, name: string,
   logger.error(`no projection "${name}" in the configuration`, { code: 'PROJECTION_UNKNOWN', field: '--projection', projection: name, projections: names, fix: `use one of: ${names.join(', ')}` });
   process.exitCode = PROJECT_EXIT_CODES.config;
   return null;
+}
+
+/** A subcommand's start on one projection: the configuration, its redacting logger and the projection — or null, having logged why (exit code 2). */
+export async function projectionCommandOrExit(
+  flags: { readonly config: string; readonly logFormat: LogFormat },
+  name: string,
+): Promise<{ config: ResolvedProjectionConfig; logger: Logger; projection: Projection<any> } | null> {
+  const base = createLogger({ format: flags.logFormat });
+  const config = await configOrExit(flags.config, base);
+  if (config === null) return null;
+  const logger = redacting(base, config);
+  const projection = projectionOrExit(config, name, logger);
+  return projection === null ? null : { config, logger, projection };
 }
 
 export function redacting(base: Logger, config: ResolvedProjectionConfig): Logger {

@@ -5,9 +5,9 @@
 import { Option, type Command } from 'commander';
 import { listGenerations, ProjectionConfigError, rebuildProjection, type AllPosition, type RebuildProgress, type RebuildResult, type ResolvedProjectionConfig } from '../../consumer/index.js';
 import { EventAssemblerError } from '../../errors.js';
-import { createLogger, type Logger } from '../../pipeline/index.js';
+import type { Logger } from '../../pipeline/index.js';
 import { onStopSignals } from '../stop-signals.js';
-import { configOption, configOrExit, exitSoon, PROJECT_EXIT_CODES, projectionOrExit, redacting, subcommandFlags } from './project-options.js';
+import { configOption, exitSoon, PROJECT_EXIT_CODES, projectionCommandOrExit, subcommandFlags } from './project-options.js';
 
 interface RebuildFlags {
   projection?: string;
@@ -161,12 +161,9 @@ async function rebuild(flags: RebuildFlags & { config: string; logFormat: 'json'
   if (to === null) command.error(`error: --to must be head or <commit>/<prepare> (a $all position, e.g. 9180/9180), not "${flags.to}"`, { exitCode: PROJECT_EXIT_CODES.config });
   const progressEvery = Number(flags.progressEvery ?? DEFAULT_PROGRESS_SECONDS);
   if (!/^\d+(\.\d+)?$/.test(flags.progressEvery ?? '0')) command.error(`error: --progress-every must be a number of seconds ≥ 0, not "${flags.progressEvery}"`, { exitCode: PROJECT_EXIT_CODES.config });
-  const base = createLogger({ format: flags.logFormat });
-  const config = await configOrExit(flags.config, base);
-  if (config === null) return;
-  const logger = redacting(base, config);
-  const projection = projectionOrExit(config, flags.projection!, logger);
-  if (projection === null) return;
+  const started = await projectionCommandOrExit(flags, flags.projection!);
+  if (started === null) return;
+  const { config, logger, projection } = started;
   const abort = new AbortController();
   const offSignals = onStopSignals(logger, (signal) => abort.abort(new Error(`stopped by ${signal} before readers were switched`)), 'second signal: exiting at once; the generation left building is marked failed by the next rebuild');
   const progress = progressReporter(logger, progressEvery * 1000);

@@ -3,8 +3,7 @@
 import { Option, type Command } from 'commander';
 import { ProjectionConfigError, rollbackProjection } from '../../consumer/index.js';
 import { EventAssemblerError } from '../../errors.js';
-import { createLogger } from '../../pipeline/index.js';
-import { configOption, configOrExit, PROJECT_EXIT_CODES, projectionOrExit, redacting, subcommandFlags } from './project-options.js';
+import { configOption, PROJECT_EXIT_CODES, projectionCommandOrExit, subcommandFlags } from './project-options.js';
 
 interface RollbackFlags {
   projection?: string;
@@ -38,12 +37,9 @@ Exit codes:
 async function rollback(flags: RollbackFlags & { config: string; logFormat: 'json' | 'pretty' }, command: Command): Promise<void> {
   if (typeof flags.projection !== 'string') command.error("error: required option '--projection <name>' not specified", { exitCode: PROJECT_EXIT_CODES.config });
   if (flags.to !== undefined && !/^[1-9]\d{0,8}$/.test(flags.to)) command.error(`error: --to must be a generation number (1, 2, …), not "${flags.to}"`, { exitCode: PROJECT_EXIT_CODES.config });
-  const base = createLogger({ format: flags.logFormat });
-  const config = await configOrExit(flags.config, base);
-  if (config === null) return;
-  const logger = redacting(base, config);
-  const projection = projectionOrExit(config, flags.projection!, logger);
-  if (projection === null) return;
+  const started = await projectionCommandOrExit(flags, flags.projection!);
+  if (started === null) return;
+  const { config, logger, projection } = started;
   try {
     const result = await rollbackProjection({ postgres: config.postgres, stateSchema: config.stateSchema, projection: projection.name, ...(flags.to ? { to: Number(flags.to) } : {}) });
     logger.info('rollback switched readers', { ...result });
