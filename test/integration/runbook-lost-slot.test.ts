@@ -145,6 +145,12 @@ describe('runbook: a lost slot, rebuilt as the runbook says', () => {
       expect(row).toMatchObject({ slot_name: slot, active: true, wal_status: 'reserved', invalidation_reason: null });
     });
 
+    // The runbook's other queries: who streams the slot (the assembler, as the capture role), and the settings.
+    const [who] = (await rig.sql(runbookSql('FROM pg_stat_replication').replace("'shop_assembler'", `'${slot}'`))) as { usename: string }[];
+    expect(who?.usename).toMatch(/^cap_/);
+    const settings = (await rig.sql(runbookSql('FROM pg_settings'))) as { name: string; setting: string }[];
+    expect(settings.find((r) => r.name === 'max_slot_wal_keep_size')?.setting).toBe(String(100 * 1024));
+
     // The expectation for generation 2: the rows as the new slot's snapshot saw them (nothing was
     // written since), then every change from here on through a reference slot.
     const ref2 = await createReferenceSlotWithSnapshot(rig.db.connectionString, 'rb_ref2', { mappers, assembler: NAME, generation: '2', tables: TABLES });
