@@ -22,6 +22,7 @@ export {
   type StartupCheckReport,
 } from './source/checks.js';
 export { setupCapture, captureRoleSql, setupSql, type SetupCaptureOptions, type SetupCaptureReport, type CaptureRoleOptions } from './source/setup.js';
+export { inspectTeardown, teardownCapture, TeardownError, type TeardownOptions, type TeardownPlan, type TeardownReport, type TeardownErrorCode } from './source/teardown.js';
 export { ReplicationError } from './source/replication.js';
 export {
   ZERO_LSN,

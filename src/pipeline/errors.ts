@@ -9,7 +9,7 @@ export class RebuildNeededError extends EventAssemblerError {
   constructor(message: string, details: Readonly<Record<string, unknown>>) {
     super(
       'REBUILD_NEEDED',
-      `${message}. Rebuild: create a new slot (event-assembler setup), re-snapshot as a new generation, and reconcile the consumers.`,
+      `${message}. Rebuild: start the assembler with snapshot.mode 'when_needed' — it re-creates the slot and reads every captured table as a new snapshot generation (docs/runbook.md, EventAssemblerSlotLost) — and reconcile the consumers.`,
       details,
     );
   }

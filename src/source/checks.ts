@@ -231,8 +231,8 @@ export async function checkSlot(db: Queryable, slot: string): Promise<SlotCheckR
     throw new SourceCheckError(
       'SOURCE_SLOT_INVALIDATED',
       `replication slot "${slot}" was invalidated (${row.invalidation_reason ?? 'wal_status = lost'}): the WAL it needs is gone, so capture cannot resume from it. ` +
-        'Rebuild needed: create a new slot, take a new snapshot generation, then reconcile consumers — capture never restarts silently from a later position',
-      { slot, walStatus: row.wal_status, invalidationReason: row.invalidation_reason, fix: `event-assembler setup --slot <new_slot> … then re-snapshot as a new generation` },
+        'Rebuild needed: a new slot and a new snapshot generation, then reconcile consumers — capture never restarts silently from a later position',
+      { slot, walStatus: row.wal_status, invalidationReason: row.invalidation_reason, fix: `start the assembler with snapshot.mode 'when_needed': it re-creates the slot and reads every captured table as a new snapshot generation (docs/runbook.md, EventAssemblerSlotLost)` },
     );
   }
   return {

@@ -34,7 +34,7 @@ needs ownership of its tables. Capture itself should then run as the role printe
 --role, which has only LOGIN, REPLICATION and SELECT on the captured tables.
 
 A slot retains WAL until capture acknowledges it: create the slot when capture is about
-to run, and drop it (SELECT pg_drop_replication_slot('<slot>')) if you abandon it.
+to run, and drop it (event-assembler teardown --config … --yes) if you abandon it.
 Consider max_slot_wal_keep_size so a stuck slot cannot fill the disk; an invalidated
 slot means a rebuild (new slot, new snapshot generation), never a silent restart.
 

@@ -86,7 +86,7 @@ async function checkSlot(client: pg.Client, slotName: string): Promise<bigint> {
   if (slot.wal_status === 'lost' || slot.invalidation_reason) {
     throw new ReplicationError(
       'SOURCE_SLOT_INVALIDATED',
-      `replication slot "${slotName}" was invalidated (${slot.invalidation_reason ?? 'wal_status = lost'}): the WAL it needs is gone, so capture cannot resume. Rebuild: create a new slot, take a new snapshot generation and reconcile; never restart silently`,
+      `replication slot "${slotName}" was invalidated (${slot.invalidation_reason ?? 'wal_status = lost'}): the WAL it needs is gone, so capture cannot resume. Rebuild: start the assembler with snapshot.mode 'when_needed' (a new slot and a new snapshot generation; docs/runbook.md, EventAssemblerSlotLost) and reconcile; never restart silently`,
       { slot: slotName, walStatus: slot.wal_status, invalidationReason: slot.invalidation_reason },
     );
   }
