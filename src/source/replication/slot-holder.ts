@@ -20,7 +20,10 @@ interface HolderRow {
 /** `client_addr:client_port`, `local socket` (port -1), or `null` when the row is not visible to this role. */
 function clientOf(row: HolderRow): string | null {
   if (!row.visible) return null;
-  if (row.client_addr) return row.client_port !== null && row.client_port >= 0 ? `${row.client_addr}:${row.client_port}` : row.client_addr;
+  if (row.client_addr) {
+    const host = row.client_addr.includes(':') ? `[${row.client_addr}]` : row.client_addr; // IPv6
+    return row.client_port !== null && row.client_port >= 0 ? `${host}:${row.client_port}` : row.client_addr;
+  }
   return row.client_port === -1 ? 'local socket' : null;
 }
 
