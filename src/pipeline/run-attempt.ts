@@ -240,9 +240,14 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
     }
     state = 'stopped';
     if (lostSlot && !stopped) {
-      log.warn('lost the slot to another process: in-flight work given up (the new leader re-sends it from the slot); standing by', {
-        slot: config.source.slot, holder: { pid: lostSlot.pid, client: lostSlot.client, applicationName: lostSlot.applicationName }, acknowledgedLsn: checkpoints.acknowledgedLsn,
-      });
+      // A leader replaced while it reconnected — or a standby that lost the race for a freed slot
+      // (nothing in flight then): both stand by, the standing-by line names the new holder.
+      if (standby.role === 'leader') {
+        log.warn('lost the slot to another process: in-flight work given up (the new leader re-sends it from the slot)', {
+          slot: config.source.slot, holder: { pid: lostSlot.pid, client: lostSlot.client, applicationName: lostSlot.applicationName }, acknowledgedLsn: checkpoints.acknowledgedLsn,
+        });
+      }
+      standby.standingBy(lostSlot);
       return { summary, lostSlot };
     }
     log.info('assembler stopped', { ...summary, sink: aggregateSinkStatus([appendSink, checkpointSink]), ...(control.abandoned && !lostSlot ? { abandonedInFlight: true } : {}) });
