@@ -63,6 +63,7 @@ export {
   SourceConnectionError,
   type Assembler,
   type AssemblerDeps,
+  type AssemblerRole,
   type AssemblerStatus,
   type RunSummary,
   type Logger,

@@ -25,6 +25,7 @@ export const FIXES: Record<string, string> = {
   'failurePolicy.contractViolation': "use 'halt' (default) or 'park'",
   limits: 'use positive integers',
   lifecycle: 'use positive integers (milliseconds)',
+  standby: 'use a whole number of milliseconds, e.g. standby: { pollIntervalMs: 1000 }',
 };
 
 function fixFor(field: string): string {

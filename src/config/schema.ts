@@ -138,6 +138,15 @@ export interface LifecycleConfig {
   readonly startupTimeoutMs?: number;
 }
 
+export interface StandbyConfig {
+  /**
+   * While another process streams the slot (this one is a standby), how often it asks whether the
+   * slot is free: a fixed interval, no growing backoff. A takeover follows the slot's release
+   * within about this long. Default: 1 000 ms.
+   */
+  readonly pollIntervalMs?: number;
+}
+
 export interface AssemblerConfig {
   /**
    * The assembler's name: part of every event id, stamped in receipts, and names the
@@ -158,6 +167,8 @@ export interface AssemblerConfig {
   readonly limits?: LimitsConfig;
   /** Stop and start-up. Defaults: see each field. */
   readonly lifecycle?: LifecycleConfig;
+  /** A second instance with the same configuration waits as a standby (docs/running.md, "Running a standby"). Defaults: see each field. */
+  readonly standby?: StandbyConfig;
 }
 
 /** Only types the configuration (so an editor can complete it); validation happens in `parseConfig`. */
@@ -197,6 +208,7 @@ export interface ResolvedConfig {
     readonly maxCachedStreams: number;
   };
   readonly lifecycle: { readonly drainTimeoutMs: number; readonly startupTimeoutMs: number | null };
+  readonly standby: { readonly pollIntervalMs: number };
   /** Masks the configuration's secrets in texts, log fields and errors. */
   readonly redactor: Redactor;
 }
@@ -273,6 +285,10 @@ const configSchema = z
       .object({ drainTimeoutMs: positiveInt.default(10_000), startupTimeoutMs: positiveInt.optional() })
       .strict()
       .default({ drainTimeoutMs: 10_000 }),
+    standby: z
+      .object({ pollIntervalMs: positiveInt.min(10).max(600_000).default(1_000) })
+      .strict()
+      .default({ pollIntervalMs: 1_000 }),
   })
   .strict();
 
@@ -334,6 +350,7 @@ export function parseConfig(config: AssemblerConfig, options: ParseConfigOptions
     failurePolicy: c.failurePolicy,
     limits: c.limits,
     lifecycle: { drainTimeoutMs: c.lifecycle.drainTimeoutMs, startupTimeoutMs: c.lifecycle.startupTimeoutMs ?? null },
+    standby: c.standby,
     redactor: createRedactor([connection, connectionString]),
   };
 }

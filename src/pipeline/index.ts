@@ -12,6 +12,7 @@ export {
   createAssembler,
   type Assembler,
   type AssemblerDeps,
+  type AssemblerRole,
   type AssemblerState,
   type AssemblerStatus,
   type RunSummary,

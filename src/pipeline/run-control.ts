@@ -22,9 +22,9 @@ export interface RunControl {
   /** Records a fatal error (the first one wins), logs it and requests a stop. */
   fail(error: unknown): void;
   /**
-   * The drain deadline passed: what is still in flight is given up (not acknowledged; the slot
-   * sends it again on the next start). Failures of it from now on — the sinks are closed under
-   * it — are expected, not fatal.
+   * The drain deadline passed, or another process took the slot: what is still in flight is given
+   * up (not acknowledged; the slot sends it again on the next start, or to the new leader).
+   * Failures of it from now on — the sinks are closed under it — are expected, not fatal.
    */
   abandon(): void;
   readonly abandoned: boolean;

@@ -3,14 +3,14 @@
  * steps' own state (counters, lag, checkpoints, sinks, source, snapshots). Pure: reads only.
  */
 import type { KurrentDBSink, Sink, SinkMode, SinkStatus } from '../sink/index.js';
-import type { SourceStatus } from '../source/index.js';
+import type { SlotHolder, SourceStatus } from '../source/index.js';
 import { lsnDistance } from '../source/position.js';
 import type { Lsn } from '../source/types.js';
 import type { Appender } from './appender.js';
 import { errorInfo } from './run-control.js';
 import type { RunStats } from './run-stats.js';
 import { snapshotSummary, type SnapshotState } from './snapshot-state.js';
-import type { AssemblerState, AssemblerStatus, RunSummary } from './types.js';
+import type { AssemblerRole, AssemblerState, AssemblerStatus, RunSummary } from './types.js';
 
 /** The appender's sink and the checkpoint writer as one: retrying when either is. */
 export function aggregateSinkStatus(sinks: readonly (Sink | null)[]): SinkStatus | null {
@@ -59,6 +59,8 @@ export function runSummary(reason: RunSummary['reason'], run: { stats: RunStats;
 export interface StatusInputs {
   readonly name: string;
   readonly state: AssemblerState;
+  readonly role: AssemblerRole;
+  readonly slotHolder: SlotHolder | null;
   readonly mode: SinkMode | null;
   readonly concurrentAppends: number;
   readonly appender: Appender | null;
@@ -88,6 +90,8 @@ export function assemblerStatus(input: StatusInputs): AssemblerStatus {
   return {
     name: input.name,
     state: input.state,
+    role: input.role,
+    slotHolder: input.slotHolder ? { pid: input.slotHolder.pid, client: input.slotHolder.client, applicationName: input.slotHolder.applicationName } : null,
     mode: input.mode,
     concurrentAppends: input.concurrentAppends,
     batching: batchingStatus(input.appender),

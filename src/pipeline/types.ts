@@ -2,7 +2,7 @@
  * The pipeline's shared types: what `createAssembler` takes and gives (its deps, status, run
  * summary), and what its steps pass each other. No logic here.
  */
-import type { PostgresSource, SourceStatus } from '../source/index.js';
+import type { PostgresSource, SlotHolder, SourceStatus } from '../source/index.js';
 import type { Sink, SinkMode, SinkStatus } from '../sink/index.js';
 import type { SnapshotDecision, SnapshotProgress } from '../source/snapshot/index.js';
 import type { Lsn, SourceTransaction } from '../source/types.js';
@@ -21,6 +21,13 @@ export interface AssemblerDeps {
 }
 
 export type AssemblerState = 'new' | 'starting' | 'running' | 'stopping' | 'stopped' | 'failed';
+
+/**
+ * Whether this process streams the slot: `leader` from its first streaming session on (also while
+ * it reconnects to it), `standby` while another process streams it (docs/running.md, "Running a
+ * standby"), `starting` before either is known.
+ */
+export type AssemblerRole = 'starting' | 'standby' | 'leader';
 
 export interface SnapshotSummary {
   /**
@@ -59,6 +66,9 @@ export interface RunSummary {
 export interface AssemblerStatus {
   readonly name: string;
   readonly state: AssemblerState;
+  readonly role: AssemblerRole;
+  /** While a standby: who streams the slot (walsender pid, client address). `null` otherwise. */
+  readonly slotHolder: Pick<SlotHolder, 'pid' | 'client' | 'applicationName'> | null;
   /** Sink mode once started: `multi-stream` (atomic per transaction) or `per-stream`. */
   readonly mode: SinkMode | null;
   /** Append calls that may run at once (on disjoint streams). */

@@ -34,7 +34,8 @@ import { parsePostgresSourceOptions, SourceConfigError, type ParsedOptions, type
 import { createTransactionIntake } from './transaction-intake.js';
 import type { Lsn, SourcePosition } from './types.js';
 
-export type SourceState = 'new' | 'starting' | 'streaming' | 'reconnecting' | 'failed' | 'closed';
+/** `waiting-for-slot`: another connection streams the slot (a standby, or a lost connection of ours PostgreSQL has not ended yet). */
+export type SourceState = 'new' | 'starting' | 'streaming' | 'reconnecting' | 'waiting-for-slot' | 'failed' | 'closed';
 
 export interface SourceStatus {
   readonly state: SourceState;
@@ -57,6 +58,8 @@ export interface SourceStatus {
 export interface PostgresSource {
   /** Runs the start-up checks and starts streaming. Called by `transactions()` when needed. */
   start(): Promise<StartupCheckReport | null>;
+  /** Resolves once a session first streams (the server accepted START_REPLICATION) or the source closed; rejects with a fatal error. */
+  streaming(): Promise<void>;
   /** Complete transactions in commit order. One consumer. Ends after `close()`; throws on a fatal error. */
   transactions(): AsyncIterable<CommittedTransaction>;
   /**
@@ -112,6 +115,9 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
   let started: Promise<StartupCheckReport | null> | null = null;
   let closing: Promise<void> | null = null;
   let wake: (() => void) | null = null;
+  let streamed: { resolve(): void; reject(error: Error): void } | null = null;
+  const firstStreaming = new Promise<void>((resolve, reject) => (streamed = { resolve, reject }));
+  firstStreaming.catch(() => undefined); // reported through transactions() too
 
   const makePosition = (commitLsn: Lsn, xid: number): SourcePosition => {
     if (!session) throw new Error('no replication session');
@@ -134,6 +140,7 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
     fatalError = error;
     lastError = error;
     state = 'failed';
+    streamed?.reject(error);
     void reader.close();
     signal();
   }
@@ -166,6 +173,7 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
     statusIntervalMs: config.statusIntervalMs,
     feedbackDelayMs: config.feedbackDelayMs,
     backoff: config.backoff,
+    slotPollIntervalMs: config.slotPollIntervalMs,
     ...(config.startLsn ? { startLsn: config.startLsn } : {}),
     onSession(s) {
       if (session && s.systemId !== session.systemId) {
@@ -187,6 +195,15 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
     idleLimit() {
       const limit = options.idleAcknowledgeLimit?.() ?? null;
       return limit === null ? null : parseLsn(limit);
+    },
+    onStreaming() {
+      if (state !== 'closed' && state !== 'failed') state = 'streaming';
+      streamed?.resolve();
+    },
+    onSlotActive(error, delayMs) {
+      lastError = error;
+      if (state !== 'closed' && state !== 'failed') state = 'waiting-for-slot';
+      options.onSlotActive?.(error.holder, delayMs);
     },
     onDisconnect(error, delayMs, attempt) {
       lastError = error;
@@ -211,6 +228,7 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
 
   return {
     start,
+    streaming: () => firstStreaming,
     relations,
     async *transactions() {
       void start().catch(() => {});
@@ -255,6 +273,7 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
     close() {
       closing ??= (async () => {
         if (state !== 'failed') state = 'closed';
+        streamed?.resolve();
         signal();
         await reader.close();
         await order.drained();

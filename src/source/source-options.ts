@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { EventAssemblerError } from '../errors.js';
 import type { CapturedTable } from './checks.js';
 import { isLsn } from './position.js';
-import { DEFAULT_BACKOFF } from './replication.js';
+import { DEFAULT_BACKOFF, DEFAULT_SLOT_POLL_INTERVAL_MS, type SlotHolder } from './replication.js';
 import type { Lsn, MessageChange } from './types.js';
 
 /** Source options are invalid; `field` names the option (dotted path). */
@@ -57,6 +57,7 @@ const optionsSchema = z.object({
   spillDir: z.string().min(1).optional(),
   statusIntervalMs: z.number().int().min(100).max(3_600_000).default(10_000),
   feedbackDelayMs: z.number().int().min(0).max(60_000).default(50),
+  slotPollIntervalMs: z.number().int().min(10).max(600_000).default(DEFAULT_SLOT_POLL_INTERVAL_MS),
   backoff: z
     .object({
       initialMs: z.number().int().min(1).default(DEFAULT_BACKOFF.initialMs),
@@ -120,6 +121,17 @@ export interface PostgresSourceOptions {
   readonly idleAcknowledgeLimit?: () => Lsn | null;
   /** Told about each lost connection and the delay before the next attempt. Default: none. */
   readonly onReconnect?: (error: Error, delayMs: number, attempt: number) => void;
+  /**
+   * While another connection streams the slot (SQLSTATE 55006), how often to ask again: a fixed
+   * interval, not the growing backoff (waiting is the cure). Default: 1 000 ms.
+   */
+  readonly slotPollIntervalMs?: number;
+  /**
+   * Told each time a session finds the slot streamed by another connection: its holder (pid,
+   * client, and `ours` when it is a lost connection of this source's own) and the delay before
+   * asking again. Default: none (the source keeps polling).
+   */
+  readonly onSlotActive?: (holder: SlotHolder, delayMs: number) => void;
 }
 
 export type ParsedOptions = z.infer<typeof optionsSchema>;

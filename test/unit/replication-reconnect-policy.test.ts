@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { ReplicationError } from '../../src/source/replication/errors.js';
-import { backoffDelay, createReconnectPolicy, DEFAULT_BACKOFF, isRetryable, type BackoffOptions } from '../../src/source/replication/reconnect-policy.js';
+import { ReplicationError, SlotActiveError, slotActivePid } from '../../src/source/replication/errors.js';
+import {
+  backoffDelay, classifyFailure, createReconnectPolicy, DEFAULT_BACKOFF, DEFAULT_SLOT_POLL_INTERVAL_MS, isRetryable, type BackoffOptions, type FailureKind,
+} from '../../src/source/replication/reconnect-policy.js';
 
 const noJitter: BackoffOptions = { initialMs: 100, maxMs: 1_000, multiplier: 2, jitter: 0, maxAttempts: 3 };
 const sqlError = (code: string, message = 'boom') => Object.assign(new Error(message), { code });
@@ -61,5 +63,56 @@ describe('reconnect policy: attempts', () => {
     expect(policy.next()).toEqual({ delayMs: 100, attempt: 1 });
     expect(policy.reconnects).toBe(3);
     expect(policy.isFatal(sqlError('08006'))).toBe(false);
+  });
+});
+
+describe('reconnect policy: a slot streamed by another connection (standby)', () => {
+  const holder = { pid: 4711, client: '10.0.0.5:53422', applicationName: null, ours: false };
+
+  it.each<[string, unknown, FailureKind]>([
+    ['SlotActiveError (found before START_REPLICATION)', new SlotActiveError('shop', holder), 'slot-active'],
+    ["PostgreSQL's refusal of START_REPLICATION (55006 with its message)", sqlError('55006', 'replication slot "shop" is active for PID 4711'), 'slot-active'],
+    ['55006 for something else (object in use)', sqlError('55006', 'database "shop" is being accessed by other users'), 'retryable'],
+    ['a lost connection', sqlError('08006', 'connection failure'), 'retryable'],
+    ['admin shutdown', sqlError('57P01', 'terminating connection due to administrator command'), 'retryable'],
+    ['a ReplicationError', new ReplicationError('SOURCE_SLOT_MISSING', 'replication slot "shop" does not exist'), 'fatal'],
+    ['permission denied', sqlError('42501', 'permission denied'), 'fatal'],
+  ])('classifies %s as %s', (_name, error, kind) => {
+    expect(classifyFailure(error)).toBe(kind);
+  });
+
+  it('reads the holder pid from the refusal only', () => {
+    expect(slotActivePid(sqlError('55006', 'replication slot "shop_assembler" is active for PID 12345'))).toBe(12345);
+    expect(slotActivePid(new Error('replication slot "shop_assembler" is active for PID 12345'))).toBe(12345);
+    expect(slotActivePid(sqlError('08006', 'replication slot "shop_assembler" is active for PID 12345'))).toBeNull();
+    expect(slotActivePid(sqlError('55006', 'object in use'))).toBeNull();
+  });
+
+  it('polls at the fixed interval without growing the backoff, never gives up, and counts polls as reconnects', () => {
+    const policy = createReconnectPolicy(noJitter, () => 0, 1_000);
+    const busy = new SlotActiveError('shop', holder);
+    // Far more polls than maxAttempts (3): waiting for the slot is never given up on.
+    const decisions = Array.from({ length: 10 }, () => policy.afterFailure(busy));
+    expect(decisions).toEqual(Array.from({ length: 10 }, () => ({ action: 'poll', delayMs: 1_000 })));
+    expect(policy.reconnects).toBe(10);
+    // The backoff did not grow meanwhile: a connection loss starts at initialMs.
+    expect(policy.afterFailure(sqlError('08006'))).toEqual({ action: 'reconnect', delayMs: 100, attempt: 1 });
+    expect(policy.afterFailure(sqlError('08006'))).toEqual({ action: 'reconnect', delayMs: 200, attempt: 2 });
+    // …and the poll interval does not grow with it.
+    expect(policy.afterFailure(busy)).toEqual({ action: 'poll', delayMs: 1_000 });
+    expect(policy.afterFailure(sqlError('08006'))).toEqual({ action: 'reconnect', delayMs: 400, attempt: 3 });
+    expect(policy.afterFailure(sqlError('08006'))).toEqual({ action: 'fail' });
+    expect(policy.afterFailure(busy)).toEqual({ action: 'poll', delayMs: 1_000 });
+  });
+
+  it('polls every second by default', () => {
+    expect(DEFAULT_SLOT_POLL_INTERVAL_MS).toBe(1_000);
+    expect(createReconnectPolicy(noJitter).afterFailure(new SlotActiveError('shop', holder))).toEqual({ action: 'poll', delayMs: 1_000 });
+  });
+
+  it('fails at once on a fatal error, whatever came before', () => {
+    const policy = createReconnectPolicy(noJitter, () => 0);
+    policy.afterFailure(new SlotActiveError('shop', holder));
+    expect(policy.afterFailure(sqlError('42501', 'permission denied'))).toEqual({ action: 'fail' });
   });
 });

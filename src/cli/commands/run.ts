@@ -65,6 +65,9 @@ default-exports defineConfig({...}):
                  it again). startupTimeoutMs: how long start-up waits for an unreachable
                  PostgreSQL or KurrentDB (one log line per attempt: server, address,
                  reason) before exit 4; default: until stopped.
+  standby        { pollIntervalMs: 1000 }
+                 while another process streams the slot, how often to ask whether it
+                 is free (fixed, no backoff).
 
 Example (invoicing.config.ts):
   import { defineConfig } from 'event-assembler';
@@ -90,6 +93,11 @@ What happens:
   acknowledged only once a transaction and every earlier one are durable in KurrentDB.
   After a crash the slot re-sends what was not acknowledged and the appender skips what
   is already there: every event ends up exactly once.
+
+  Hot standby: PostgreSQL lets one connection stream a slot, so a second process with the
+  same config stands by ("slot … is active for pid … on …: standing by"), polls every
+  standby.pollIntervalMs and takes over when the slot frees ("took over the slot after
+  N s"); waiting for the slot is not subject to startupTimeoutMs (docs/running.md).
 
 On SIGTERM or SIGINT (and when --duration ends): reading stops, in-flight appends are
 drained (for at most lifecycle.drainTimeoutMs, 10 s by default), the durable position is

@@ -10,8 +10,9 @@ import pg from 'pg';
 import { createPgoutputDecoder } from '../pgoutput/decoder.js';
 import type { PgoutputMessage } from '../pgoutput/messages.js';
 import { formatLsn, parseLsn } from '../position.js';
-import { ReplicationError, toError } from './errors.js';
+import { ReplicationError, SlotActiveError, slotActivePid, toError, type SlotHolder } from './errors.js';
 import { createStandbyFeedback, type ShutdownPingDetector } from './feedback.js';
+import { querySlotHolder } from './slot-holder.js';
 import type { ReplicationSession, ReplicationStreamOptions, WalPositions } from './types.js';
 import { PRIMARY_KEEPALIVE, quoteLiteral, startReplicationSql, XLOG_DATA, XLOG_DATA_HEADER_BYTES } from './wire.js';
 
@@ -40,6 +41,10 @@ export interface ConnectionContext {
   isPaused(): boolean;
   /** The number of the session about to start (1, 2, …). */
   nextSessionNumber(): number;
+  /** This connection's walsender pid (`pg_backend_pid()`): remembered, so a slot still held by it is told from one held by another process. */
+  ownWalsender(pid: number): void;
+  /** Whether `pid` was the walsender of one of this stream's sessions. */
+  isOwnWalsender(pid: number): boolean;
   /** A session begins (before START_REPLICATION): anything half-received from the previous one must be dropped. */
   onSession(session: ReplicationSession): void;
   /** Replication started: the server accepted START_REPLICATION. */
@@ -62,7 +67,10 @@ export interface ReplicationConnection {
   end(): Promise<void>;
 }
 
-interface SlotRow { slot_type: string; plugin: string | null; database: string | null; wal_status: string | null; invalidation_reason: string | null; confirmed_flush_lsn: string | null }
+interface SlotRow {
+  slot_type: string; plugin: string | null; database: string | null; wal_status: string | null; invalidation_reason: string | null; confirmed_flush_lsn: string | null;
+  active_pid: number | null; own_pid: number;
+}
 
 /** IDENTIFY_SYSTEM: the cluster's identity and timeline; fails unless this is a logical (database) replication connection. */
 async function identifySystem(client: pg.Client): Promise<{ systemid: string; timeline: string | number; dbname: string }> {
@@ -74,10 +82,16 @@ async function identifySystem(client: pg.Client): Promise<{ systemid: string; ti
   return { ...row, dbname: row.dbname };
 }
 
-/** The slot's confirmed_flush_lsn; fails when the slot is missing or invalidated (history gone means rebuild). */
-async function checkSlot(client: pg.Client, slotName: string): Promise<bigint> {
+/**
+ * The slot's confirmed_flush_lsn; fails when the slot is missing or invalidated (history gone
+ * means rebuild), and with SlotActiveError when another connection streams it (asked before
+ * START_REPLICATION, so the holder's client is named; START_REPLICATION itself may still lose a
+ * race, see `slotActive`). Remembers this connection's walsender pid.
+ */
+async function checkSlot(client: pg.Client, slotName: string, ctx: ConnectionContext): Promise<bigint> {
   const slotInfo = await client.query(
-    `SELECT slot_type, plugin, database, wal_status, invalidation_reason, confirmed_flush_lsn::text AS confirmed_flush_lsn FROM pg_catalog.pg_replication_slots WHERE slot_name = ${quoteLiteral(slotName)}`,
+    `SELECT slot_type, plugin, database, wal_status, invalidation_reason, confirmed_flush_lsn::text AS confirmed_flush_lsn, active_pid, pg_backend_pid() AS own_pid
+       FROM pg_catalog.pg_replication_slots WHERE slot_name = ${quoteLiteral(slotName)}`,
   );
   const slot = slotInfo.rows[0] as SlotRow | undefined;
   if (!slot) {
@@ -90,7 +104,20 @@ async function checkSlot(client: pg.Client, slotName: string): Promise<bigint> {
       { slot: slotName, walStatus: slot.wal_status, invalidationReason: slot.invalidation_reason },
     );
   }
+  ctx.ownWalsender(Number(slot.own_pid));
+  if (slot.active_pid !== null) {
+    const holder = await querySlotHolder(client, slotName, ctx.isOwnWalsender).catch(() => null);
+    throw new SlotActiveError(slotName, holder ?? { pid: Number(slot.active_pid), client: null, applicationName: null, ours: ctx.isOwnWalsender(Number(slot.active_pid)) });
+  }
   return slot.confirmed_flush_lsn ? parseLsn(slot.confirmed_flush_lsn) : 0n;
+}
+
+/** START_REPLICATION's refusal of a slot another connection took since the check: a SlotActiveError naming it (else `error`). */
+async function slotActive(client: pg.Client, slotName: string, error: Error, ctx: ConnectionContext): Promise<Error> {
+  const pid = slotActivePid(error);
+  if (pid === null) return error;
+  const holder: SlotHolder = (await querySlotHolder(client, slotName, ctx.isOwnWalsender).catch(() => null)) ?? { pid, client: null, applicationName: null, ours: ctx.isOwnWalsender(pid) };
+  return new SlotActiveError(slotName, holder);
 }
 
 /**
@@ -208,7 +235,7 @@ export function openReplicationConnection(ctx: ConnectionContext): ReplicationCo
       if (connected) throw connected;
       if (ctx.isClosed()) return;
       const row = await identifySystem(client);
-      const confirmed = await checkSlot(client, options.slot);
+      const confirmed = await checkSlot(client, options.slot, ctx);
       ctx.onSession(beginSession(row, confirmed));
       internals = (client as unknown as ClientInternals).connection;
       listen(internals);
@@ -217,7 +244,7 @@ export function openReplicationConnection(ctx: ConnectionContext): ReplicationCo
         (error: unknown) => toError(error),
       );
       const outcome = await Promise.race([query, ended.then(() => sessionError)]);
-      if (outcome) throw outcome;
+      if (outcome) throw await slotActive(client, options.slot, outcome, ctx);
       // The server finished the stream (shutdown): like a lost connection, reconnect.
       if (!ctx.isClosed()) throw Object.assign(new Error('replication stream ended by the server'), { code: '08006' });
     },

@@ -9,10 +9,15 @@
  * for a reply, and cannot parse protocol-v2 stream messages. Here the standby status
  * update always reports the durable position (what downstream acknowledged), keepalives
  * are answered, and the session is re-established with backoff after a connection loss.
+ *
+ * A slot streamed by another connection (55006, SlotActiveError) is no connection loss: the
+ * stream asks again every `slotPollIntervalMs` without growing the backoff, and tells
+ * `onSlotActive` who holds it — another process (the caller is a standby), or the walsender of
+ * one of this stream's own lost sessions that PostgreSQL has not ended yet.
  */
 import { formatLsn, parseLsn } from '../position.js';
 import { openReplicationConnection, type ReplicationConnection } from './connection.js';
-import { toError } from './errors.js';
+import { SlotActiveError, slotActivePid, toError } from './errors.js';
 import { createShutdownPingDetector } from './feedback.js';
 import { createReconnectPolicy } from './reconnect-policy.js';
 import type { ReplicationSession, ReplicationStream, ReplicationStreamOptions, WalPositions } from './types.js';
@@ -20,7 +25,9 @@ import type { ReplicationSession, ReplicationStream, ReplicationStreamOptions, W
 export function createReplicationStream(options: ReplicationStreamOptions): ReplicationStream {
   const durable = options.startLsn ? parseLsn(options.startLsn) : 0n;
   const positions: WalPositions = { durable, received: durable, lastReported: -1n };
-  const policy = createReconnectPolicy(options.backoff);
+  const policy = createReconnectPolicy(options.backoff, Math.random, options.slotPollIntervalMs);
+  /** Walsender pids of this stream's sessions: a slot still held by one of them is held by a connection of ours that was lost. */
+  const ownWalsenders = new Set<number>();
   const shutdownPings = createShutdownPingDetector();
   let current: ReplicationConnection | null = null;
   let closed = false;
@@ -53,11 +60,16 @@ export function createReplicationStream(options: ReplicationStreamOptions): Repl
       isStopped: () => closed || fatal,
       isPaused: () => paused,
       nextSessionNumber: () => ++sessions,
+      ownWalsender: (pid) => void ownWalsenders.add(pid),
+      isOwnWalsender: (pid) => ownWalsenders.has(pid),
       onSession(s) {
         session = s;
         options.onSession(s);
       },
-      onStreaming: () => policy.reset(),
+      onStreaming() {
+        policy.reset();
+        options.onStreaming?.();
+      },
       onFatal: failFatal,
     });
   }
@@ -80,15 +92,33 @@ export function createReplicationStream(options: ReplicationStreamOptions): Repl
         void cleanupConnection();
         if (closed || fatal) return;
         const err = toError(error);
-        if (policy.isFatal(err)) failFatal(err);
-        else scheduleReconnect(err);
+        const decision = policy.afterFailure(err);
+        if (decision.action === 'fail') failFatal(err);
+        else if (decision.action === 'poll') {
+          options.onSlotActive?.(asSlotActive(err), decision.delayMs);
+          schedule(decision.delayMs);
+        } else {
+          options.onDisconnect?.(err, decision.delayMs, decision.attempt);
+          schedule(decision.delayMs);
+        }
       },
     );
+  }
+
+  function asSlotActive(error: Error): SlotActiveError {
+    if (error instanceof SlotActiveError) return error;
+    const pid = slotActivePid(error) ?? 0;
+    return new SlotActiveError(options.slot, { pid, client: null, applicationName: null, ours: ownWalsenders.has(pid) });
   }
 
   function scheduleReconnect(error: Error): void {
     const { delayMs, attempt } = policy.next();
     options.onDisconnect?.(error, delayMs, attempt);
+    schedule(delayMs);
+  }
+
+  function schedule(delayMs: number): void {
+    if (closed || fatal) return;
     reconnectTimer = setTimeout(() => {
       reconnectTimer = null;
       loop();

@@ -5,6 +5,7 @@
 import type pg from 'pg';
 import type { PgoutputMessage } from '../pgoutput/messages.js';
 import type { Lsn } from '../types.js';
+import type { SlotActiveError } from './errors.js';
 import type { BackoffOptions } from './reconnect-policy.js';
 
 export interface ReplicationSession {
@@ -36,6 +37,8 @@ export interface ReplicationStreamOptions {
   /** After an acknowledgement, the status update is sent within this delay (acks are coalesced). Default: 50 ms. */
   readonly feedbackDelayMs: number;
   readonly backoff: BackoffOptions;
+  /** While another connection streams the slot (55006), how often to ask again (fixed, no backoff). Default: 1 000 ms. */
+  readonly slotPollIntervalMs?: number;
   /** Where the first session starts when nothing was acknowledged yet. Default: `0/0` (= the slot's confirmed_flush_lsn). */
   readonly startLsn?: Lsn;
 
@@ -53,6 +56,13 @@ export interface ReplicationStreamOptions {
   idleLimit?(): bigint | null;
   /** A connection was lost (or could not be made) and a reconnect is scheduled after `delayMs`. */
   onDisconnect?(error: Error, delayMs: number, attempt: number): void;
+  /**
+   * The slot is streamed by another connection (`error.holder`: its walsender's pid and client,
+   * and whether it is a lost connection of this stream's own); asked again after `delayMs`.
+   */
+  onSlotActive?(error: SlotActiveError, delayMs: number): void;
+  /** A session reached streaming: the server accepted START_REPLICATION. */
+  onStreaming?(): void;
   /** A fatal error: the stream stopped and will not reconnect. */
   onFatal(error: Error): void;
 }
