@@ -24,7 +24,7 @@ import type { RunStats } from './run-stats.js';
 import { startSnapshots } from './snapshot-start.js';
 import { startIncremental, startNextRequest } from './snapshot-requests.js';
 import { createSnapshotState, type SnapshotDeps } from './snapshot-state.js';
-import { awaitFreeSlot, type StandbyTracker } from './standby.js';
+import { awaitFreeSlot, type LeaderLock, type StandbyTracker } from './standby.js';
 import { checkSlotAgainstCheckpoint, readLastCheckpoint, type LastCheckpoint } from './start-decision.js';
 import { createStartupGuard } from './startup.js';
 import { slotCheckRow, identifySystem } from './source-queries.js';
@@ -140,6 +140,7 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
   let stopReason: RunSummary['reason'] | null = null;
   let stopped = false;
   let lostSlot: SlotHolder | null = null;
+  let leaderLock: LeaderLock | null = null;
 
   const checkpoints = createCheckpointWriter({ assembler: config.name, slot: config.source.slot, control, sink: () => checkpointSink, source: () => source, pending: () => coordinator.pending });
   const handler = createTransactionHandler({
@@ -164,7 +165,8 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
 
   /** The slot is the lock: wait while another process streams it. After a wait, what the leader made durable meanwhile is read again. */
   async function waitForSlot(last: LastCheckpoint | null): Promise<LastCheckpoint | null> {
-    const stoodBy = await awaitFreeSlot({ connection: config.source.connection, slot: config.source.slot, pollIntervalMs: config.standby.pollIntervalMs, control, log, tracker: standby });
+    const { stoodBy, lock } = await awaitFreeSlot({ connection: config.source.connection, slot: config.source.slot, pollIntervalMs: config.standby.pollIntervalMs, control, log, tracker: standby });
+    leaderLock = lock;
     if (!stoodBy) return last;
     if (snapshots.store) {
       snapshots.stored = snapshots.store.load();
@@ -232,6 +234,7 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
     await snapshots.incremental?.close().catch(() => undefined);
     await source?.close().catch(() => undefined);
     await Promise.allSettled([appendSink?.close(), checkpointSink?.close(), snapshots.store?.close()]);
+    await leaderLock?.release();
     const summary = runSummary(stopReason ?? reason, { stats, acknowledgedLsn: checkpoints.acknowledgedLsn, mode, startedAt: input.startedAt, snapshots });
     if (control.fatal) {
       state = 'failed';

@@ -95,30 +95,66 @@ export interface AwaitSlotDeps {
   readonly tracker: StandbyTracker;
 }
 
+/** The first half of the leader lock's key: the assembler's advisory locks apart from anybody else's. */
+const LEADER_LOCK_SPACE = 'event-assembler leader';
+
 /**
- * Waits while another process streams the slot (one connection kept for the polls). Resolves
- * `true` when it stood by (the durable state must be read again), `false` when the slot was free
- * at once; throws StopBeforeStart on stop. PostgreSQL unreachable meanwhile: logged once, polled on.
+ * The leader's lock, held from the moment the slot was seen free until the run ends: a session
+ * advisory lock (keyed by the slot's name) on the connection that polled. It covers what the slot
+ * cannot — the phase before streaming (an initial snapshot, a new generation's), when no
+ * connection streams the slot yet and a second instance would otherwise start too.
  */
-export async function awaitFreeSlot(deps: AwaitSlotDeps): Promise<boolean> {
+export interface LeaderLock {
+  /** Gives the lock back (ends its session). */
+  release(): Promise<void>;
+}
+
+/** Takes the leader lock on `client`, or returns who holds it. */
+async function tryLeaderLock(client: pg.Client, slot: string): Promise<SlotHolder | null> {
+  const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1), hashtext($2)) AS ok', [LEADER_LOCK_SPACE, slot]);
+  if (rows[0]!.ok) return null;
+  const holder = await client.query<{ pid: number; client_addr: string | null; client_port: number | null; application_name: string | null }>(
+    `SELECT l.pid, host(a.client_addr) AS client_addr, a.client_port, NULLIF(a.application_name, '') AS application_name
+       FROM pg_catalog.pg_locks l LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = hashtext($1)::oid AND l.objid = hashtext($2)::oid
+        AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())`,
+    [LEADER_LOCK_SPACE, slot],
+  );
+  const row = holder.rows[0];
+  const address = row?.client_addr ? `${row.client_addr}${row.client_port ? `:${row.client_port}` : ''}` : null;
+  // Released between the two queries: report an unknown holder; the next poll takes the lock.
+  return { pid: row?.pid ?? 0, client: address, applicationName: row?.application_name ?? null, ours: false };
+}
+
+/**
+ * Waits while another process leads — streams the slot, or holds the leader lock (a leader's
+ * initial snapshot, before it streams) — on one connection kept for the polls, which then holds
+ * the leader lock for this run. Resolves `stoodBy` (true: the durable state must be read again)
+ * and the lock; throws StopBeforeStart on stop. PostgreSQL unreachable meanwhile: logged once,
+ * polled on.
+ */
+export async function awaitFreeSlot(deps: AwaitSlotDeps): Promise<{ stoodBy: boolean; lock: LeaderLock }> {
   const { control, log, tracker } = deps;
   let client: pg.Client | null = null;
   let stoodBy = false;
   let unreachable = false;
+  let locked = false;
   try {
     for (;;) {
       if (control.stopRequested) throw new StopBeforeStart();
       try {
         if (!client) {
-          client = new pg.Client({ connectionString: deps.connection, connectionTimeoutMillis: 10_000 });
+          client = new pg.Client({ connectionString: deps.connection, connectionTimeoutMillis: 10_000, application_name: 'event-assembler leader lock' });
           client.on('error', () => undefined);
           await client.connect();
         }
-        const holder = await querySlotHolder(client, deps.slot);
+        const holder = (await querySlotHolder(client, deps.slot)) ?? (await tryLeaderLock(client, deps.slot));
         unreachable = false;
         if (!holder) {
           if (stoodBy) tracker.slotFree();
-          return stoodBy;
+          locked = true;
+          const session = client;
+          return { stoodBy, lock: { release: () => session.end().catch(() => undefined) } };
         }
         stoodBy = true;
         tracker.standingBy(holder);
@@ -132,6 +168,6 @@ export async function awaitFreeSlot(deps: AwaitSlotDeps): Promise<boolean> {
       if (await control.sleep(deps.pollIntervalMs)) throw new StopBeforeStart();
     }
   } finally {
-    await client?.end().catch(() => undefined);
+    if (!locked) await client?.end().catch(() => undefined);
   }
 }
