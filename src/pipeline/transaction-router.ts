@@ -6,6 +6,7 @@
  * taken first, so they are durable before the transaction can be acknowledged.
  */
 import { readChanges, readChangesNow, type CommittedTransaction } from '../buffer/index.js';
+import { isHeartbeatOnly } from '../source/heartbeat.js';
 import type { IncrementalSnapshot } from '../source/snapshot/index.js';
 import type { Change, ChangeSequence, SnapshotRecord } from '../source/types.js';
 import { isLargeTransaction } from './slices.js';
@@ -25,6 +26,9 @@ export function routeTransaction(deps: SnapshotDeps, tx: CommittedTransaction): 
 }
 
 function handleChanges(deps: SnapshotDeps, tx: CommittedTransaction, changes: Change[]): Promise<void> | undefined {
+  // A heartbeat (source/heartbeat.ts) is a transaction of its own holding one message: no mapper
+  // sees it, its position is acknowledged once everything before it is durable.
+  if (tx.messageCount > 0 && tx.messageCount === changes.length && isHeartbeatOnly(changes)) return deps.handler.handleHeartbeat(tx);
   if (hasSnapshotRequest(changes)) return takeSnapshotRequests(deps, tx, changes).then(() => deps.handler.handleTransaction(tx, changes));
   return deps.handler.handleTransaction(tx, changes);
 }
