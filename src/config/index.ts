@@ -34,6 +34,7 @@ export {
   type FailurePolicyConfig,
   type LimitsConfig,
   type LifecycleConfig,
+  type ObservabilityConfig,
 } from './schema.js';
 export { loadConfig, ConfigLoadError } from './load.js';
 export { redactConnectionString, createRedactor, type Redactor } from './redact.js';

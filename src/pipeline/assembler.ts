@@ -22,6 +22,7 @@
  */
 import { parseConfig, type AssemblerConfig, type ResolvedConfig } from '../config/schema.js';
 import { loadContractRegistry } from '../contracts/index.js';
+import { createObservability, type Observability } from '../observability/observability.js';
 import type { KurrentDBSink, Sink, SinkMode } from '../sink/index.js';
 import { createPostgresSource, type PostgresSource } from '../source/index.js';
 import { compareLsn } from '../source/position.js';
@@ -44,7 +45,7 @@ import { slotCheckRow, identifySystem } from './source-queries.js';
 import { aggregateSinkStatus, assemblerStatus, runSummary } from './status.js';
 import { createTransactionHandler } from './transaction-handler.js';
 import { routeTransaction } from './transaction-router.js';
-import type { Assembler, AssemblerDeps, AssemblerState, RunSummary, TxPayload } from './types.js';
+import type { Assembler, AssemblerDeps, AssemblerState, AssemblerStatus, RunSummary, TxPayload } from './types.js';
 
 export type { Assembler, AssemblerDeps, AssemblerState, AssemblerStatus, RunSummary, SnapshotSummary } from './types.js';
 
@@ -145,6 +146,14 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   let runPromise: Promise<RunSummary> | null = null;
   let stopReason: RunSummary['reason'] | null = null;
 
+  const observability: Observability | null = config.observability
+    ? createObservability({
+        name: config.name, slot: config.source.slot, connection: config.source.connection, mappers: config.mappers.map((m) => m.name),
+        ...config.observability, log, status: () => status(),
+      })
+    : null;
+  let listening = false;
+
   const checkpoints = createCheckpointWriter({ assembler: config.name, slot: config.source.slot, control, sink: () => checkpointSink, source: () => source, pending: () => coordinator.pending });
   const handler = createTransactionHandler({
     assembler: config.name, mappers: config.mappers, maxInFlightTransactions: config.limits.maxInFlightTransactions,
@@ -170,7 +179,10 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
       guard.dispose();
     }
     ({ appendSink, checkpointSink, mode } = opened);
-    appender = createAppender(appendSink, { maxConcurrentAppends: config.limits.maxConcurrentAppends, maxBatchUnits: config.limits.maxBatchTransactions, maxBatchEvents: config.limits.maxBatchEvents });
+    appender = createAppender(appendSink, {
+      maxConcurrentAppends: config.limits.maxConcurrentAppends, maxBatchUnits: config.limits.maxBatchTransactions, maxBatchEvents: config.limits.maxBatchEvents,
+      ...(observability ? { onCallDone: observability.observeAppend } : {}),
+    });
     const { last } = opened;
     let slotConfirmed: Lsn | null = null;
     if (checkpointSink) {
@@ -199,6 +211,10 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     let idleTimer: ReturnType<typeof setInterval> | null = null;
     let reason: RunSummary['reason'] = 'stopped';
     try {
+      if (observability) {
+        await observability.start();
+        listening = true;
+      }
       await start();
       if (checkpointSink) {
         idleTimer = setInterval(() => void checkpoints.idle(), IDLE_CHECKPOINT_INTERVAL_MS);
@@ -213,7 +229,8 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     await drain(appender, checkpoints, control, log, config.lifecycle.drainTimeoutMs);
     await snapshots.incremental?.close().catch(() => undefined);
     await source?.close().catch(() => undefined);
-    await Promise.allSettled([appendSink?.close(), checkpointSink?.close(), snapshots.store?.close()]);
+    await Promise.allSettled([appendSink?.close(), checkpointSink?.close(), snapshots.store?.close(), observability?.close()]);
+    listening = false;
     const result = runSummary(stopReason ?? reason, { stats, acknowledgedLsn: checkpoints.acknowledgedLsn, mode, startedAt, snapshots });
     if (control.fatal) {
       state = 'failed';
@@ -223,6 +240,18 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     state = 'stopped';
     log.info('assembler stopped', { ...result, sink: aggregateSinkStatus([appendSink, checkpointSink]), ...(control.abandoned ? { abandonedInFlight: true } : {}) });
     return result;
+  }
+
+  function status(): AssemblerStatus {
+    return assemblerStatus({
+      name: config.name, state, mode, concurrentAppends: config.limits.maxConcurrentAppends, appender, stats,
+      inFlight: coordinator.pending, receivedLsn: coordinator.receivedLsn, durableLsn: coordinator.acknowledgeable?.endLsn ?? null,
+      acknowledgedLsn: checkpoints.acknowledgedLsn, source: source?.status() ?? null, sinks: [appendSink, checkpointSink],
+      fatal: control.fatal, snapshots,
+      newestDurableCommitTime: coordinator.acknowledgeable?.payload.commitTime ?? null,
+      oldestPendingCommitTime: coordinator.firstPending?.payload.commitTime ?? null,
+      recordedLsn: checkpoints.recordedLsn, recordedAt: checkpoints.recordedAt,
+    });
   }
 
   return {
@@ -241,13 +270,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         () => undefined,
       );
     },
-    status() {
-      return assemblerStatus({
-        name: config.name, state, mode, concurrentAppends: config.limits.maxConcurrentAppends, appender, stats,
-        inFlight: coordinator.pending, receivedLsn: coordinator.receivedLsn, durableLsn: coordinator.acknowledgeable?.endLsn ?? null,
-        acknowledgedLsn: checkpoints.acknowledgedLsn, source: source?.status() ?? null, sinks: [appendSink, checkpointSink],
-        fatal: control.fatal, snapshots,
-      });
-    },
+    status,
+    observability: () => (listening ? observability?.address ?? null : null),
   };
 }
