@@ -65,6 +65,13 @@ default-exports defineConfig({...}):
                  it again). startupTimeoutMs: how long start-up waits for an unreachable
                  PostgreSQL or KurrentDB (one log line per attempt: server, address,
                  reason) before exit 4; default: until stopped.
+  observability  { port, host: '127.0.0.1', heartbeatIntervalMs: 10000,
+                   maxFreshnessMs: 60000 } — off unless set. An HTTP listener serving
+                 /metrics (Prometheus), /healthz, /readyz, /status.json; port 0 picks a
+                 free one (logged: "observability: listening"). A heartbeat written into
+                 the WAL every heartbeatIntervalMs measures freshness end to end; /readyz
+                 answers 503 once it is older than maxFreshnessMs (docs/operations.md).
+                 Without the process: event-assembler status --help
 
 Example (invoicing.config.ts):
   import { defineConfig } from 'event-assembler';
