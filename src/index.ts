@@ -69,6 +69,8 @@ export {
   type Logger,
   type LogFormat,
 } from './pipeline/index.js';
+export type { ObservabilityAddress, StatusDocument, SnapshotTableSignal, HeartbeatStatus, SlotReading, SlotDecodingStats, WalStatus } from './observability/index.js';
+export type { OfflineStatus } from './observability/offline-status.js';
 export {
   defineProjection,
   defineProjectionConfig,

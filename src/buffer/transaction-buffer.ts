@@ -193,6 +193,8 @@ export function createTransactionBuffer(options: TransactionBufferOptions): Tran
 
   return {
     get memoryBytes() { return store.memoryBytes; },
+    get spilledBytes() { return store.spilledBytes; },
+    get spills() { return store.spills; },
     get openTransactions() { return streamed.size + (current === null ? 0 : 1); },
     relations,
 

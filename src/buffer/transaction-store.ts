@@ -84,6 +84,10 @@ export interface TransactionStoreOptions {
 export interface TransactionStore {
   /** Estimated bytes of changes held in memory. */
   readonly memoryBytes: number;
+  /** Bytes in this store's spill files now (written or waiting to be), summed on request. */
+  readonly spilledBytes: number;
+  /** Transactions spilled to disk so far. */
+  readonly spills: number;
   open(xid: number, streamed: boolean): OpenTransaction;
   /** Adds a change; returns a promise only when it has to wait for disk (spill or flush). */
   add(txn: OpenTransaction, subXid: number, change: Change, bytes: number): Promise<void> | undefined;
@@ -106,6 +110,7 @@ export function createTransactionStore(options: TransactionStoreOptions): Transa
   let memoryBytes = 0;
   let spillDir: Promise<string> | null = null;
   let spillSeq = 0;
+  let spills = 0;
   const liveSpills = new Set<SpillFile>();
 
   async function spill(txn: OpenTransaction): Promise<void> {
@@ -113,6 +118,7 @@ export function createTransactionStore(options: TransactionStoreOptions): Transa
     const dir = await spillDir;
     const file = await SpillFile.create(join(dir, `xid-${txn.xid}-${++spillSeq}.spill`), relationTable);
     liveSpills.add(file);
+    spills += 1;
     txn.spill = file;
     for (let i = 0; i < txn.changes.length; i++) await file.append(txn.streamed ? txn.subXids[i]! : txn.xid, txn.changes[i]!);
     memoryBytes -= txn.bytes;
@@ -188,6 +194,12 @@ export function createTransactionStore(options: TransactionStoreOptions): Transa
 
   return {
     get memoryBytes() { return memoryBytes; },
+    get spilledBytes() {
+      let bytes = 0;
+      for (const file of liveSpills) bytes += file.size;
+      return bytes;
+    },
+    get spills() { return spills; },
 
     open(xid, isStreamed) {
       return { xid, streamed: isStreamed, origin: null, changes: [], subXids: [], bytes: 0, count: 0, messages: 0, perXid: new Map(), aborted: new Set(), spill: null };

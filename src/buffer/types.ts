@@ -65,6 +65,10 @@ export interface TransactionBuffer {
   pushNow(message: PgoutputMessage, walStart: Lsn): CommittedTransaction | NonTransactionalMessage | null | Promise<CommittedTransaction | NonTransactionalMessage | null>;
   /** Estimated bytes of decoded changes currently held in memory. */
   readonly memoryBytes: number;
+  /** Bytes in spill files now (open transactions and committed ones not yet released). */
+  readonly spilledBytes: number;
+  /** Transactions spilled to disk by this buffer so far. */
+  readonly spills: number;
   /** Number of transactions (streamed or not) currently open. */
   readonly openTransactions: number;
   /** The relation registry in use. */

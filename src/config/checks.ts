@@ -26,6 +26,10 @@ export const FIXES: Record<string, string> = {
   limits: 'use positive integers',
   lifecycle: 'use positive integers (milliseconds)',
   standby: 'use a whole number of milliseconds, e.g. standby: { pollIntervalMs: 1000 }',
+  'observability.port': 'set observability.port to a TCP port (0-65535; 0 picks a free one), or leave observability out to run without a listener',
+  'observability.host': "set observability.host to an interface address, e.g. '127.0.0.1' (default) or '0.0.0.0'",
+  'observability.heartbeatIntervalMs': 'use milliseconds between 100 and 3600000 (default 10000)',
+  observability: 'use { port, host?, heartbeatIntervalMs?, maxFreshnessMs? } (milliseconds as positive integers)',
 };
 
 function fixFor(field: string): string {

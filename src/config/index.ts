@@ -35,6 +35,7 @@ export {
   type LimitsConfig,
   type LifecycleConfig,
   type StandbyConfig,
+  type ObservabilityConfig,
 } from './schema.js';
 export { loadConfig, ConfigLoadError } from './load.js';
 export { redactConnectionString, createRedactor, type Redactor } from './redact.js';

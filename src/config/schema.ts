@@ -147,6 +147,26 @@ export interface StandbyConfig {
   readonly pollIntervalMs?: number;
 }
 
+export interface ObservabilityConfig {
+  /**
+   * Port of the HTTP listener serving `/metrics`, `/healthz`, `/readyz`, `/status.json` and `/`.
+   * `0` picks a free port (logged, and on `assembler.observability()`). Required to turn the
+   * listener on: without an `observability` section there is no listener and no heartbeat.
+   */
+  readonly port: number;
+  /** Interface to bind. Default: `127.0.0.1` (loopback only; use `0.0.0.0` to let Prometheus in from elsewhere). */
+  readonly host?: string;
+  /**
+   * Every this many milliseconds the assembler writes a heartbeat into the WAL
+   * (`pg_logical_emit_message(true, 'event-assembler.heartbeat', …)`) on its own small
+   * connection; when it comes back through the slot and is durable, freshness is measured
+   * end to end, so an idle database reads fresh and a stuck pipeline stale. Default: 10 000.
+   */
+  readonly heartbeatIntervalMs?: number;
+  /** `/readyz` answers 503 once freshness is older than this. Default: 60 000 ms. */
+  readonly maxFreshnessMs?: number;
+}
+
 export interface AssemblerConfig {
   /**
    * The assembler's name: part of every event id, stamped in receipts, and names the
@@ -169,6 +189,8 @@ export interface AssemblerConfig {
   readonly lifecycle?: LifecycleConfig;
   /** A second instance with the same configuration waits as a standby (docs/running.md, "Running a standby"). Defaults: see each field. */
   readonly standby?: StandbyConfig;
+  /** Metrics, health endpoints and the freshness heartbeat (docs/operations.md). Default: off. */
+  readonly observability?: ObservabilityConfig;
 }
 
 /** Only types the configuration (so an editor can complete it); validation happens in `parseConfig`. */
@@ -209,6 +231,8 @@ export interface ResolvedConfig {
   };
   readonly lifecycle: { readonly drainTimeoutMs: number; readonly startupTimeoutMs: number | null };
   readonly standby: { readonly pollIntervalMs: number };
+  /** `null`: no listener, no heartbeat. */
+  readonly observability: { readonly port: number; readonly host: string; readonly heartbeatIntervalMs: number; readonly maxFreshnessMs: number } | null;
   /** Masks the configuration's secrets in texts, log fields and errors. */
   readonly redactor: Redactor;
 }
@@ -289,6 +313,15 @@ const configSchema = z
       .object({ pollIntervalMs: positiveInt.min(10).max(600_000).default(1_000) })
       .strict()
       .default({ pollIntervalMs: 1_000 }),
+    observability: z
+      .object({
+        port: z.number().int().min(0).max(65_535),
+        host: z.string().min(1).default('127.0.0.1'),
+        heartbeatIntervalMs: z.number().int().min(100).max(3_600_000).default(10_000),
+        maxFreshnessMs: positiveInt.default(60_000),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 
@@ -351,6 +384,7 @@ export function parseConfig(config: AssemblerConfig, options: ParseConfigOptions
     limits: c.limits,
     lifecycle: { drainTimeoutMs: c.lifecycle.drainTimeoutMs, startupTimeoutMs: c.lifecycle.startupTimeoutMs ?? null },
     standby: c.standby,
+    observability: c.observability ?? null,
     redactor: createRedactor([connection, connectionString]),
   };
 }

@@ -27,6 +27,8 @@ export interface AppenderOptions {
   readonly maxBatchUnits?: number;
   /** Events per call (a single larger unit still goes alone; the sink splits by size). @default 2048 */
   readonly maxBatchEvents?: number;
+  /** Told how long each call took, in seconds, either way it ended (metrics). @default none */
+  readonly onCallDone?: (seconds: number) => void;
 }
 
 export interface Appender {
@@ -53,6 +55,7 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
   const maxConcurrent = options.maxConcurrentAppends ?? 4;
   const maxUnits = options.maxBatchUnits ?? 512;
   const maxEvents = options.maxBatchEvents ?? 2048;
+  const onCallDone = options.onCallDone;
   if (!(maxConcurrent >= 1 && maxUnits >= 1 && maxEvents >= 1)) throw new RangeError('appender limits must be at least 1');
 
   /** Entries from `head` on are waiting; those before it were taken (and are cleared, so their events can be collected). */
@@ -115,6 +118,7 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
     for (const entry of take) for (const s of entry.streams) streams.add(s);
     for (const s of streams) busy.add(s);
     running += 1;
+    const startedAt = onCallDone ? performance.now() : 0;
     const batches = take.map((entry) => entry.batch);
     const call: Promise<AppendOutcome[]> = sink.appendMany ? sink.appendMany(batches) : Promise.all(batches.map((batch) => sink.append(batch)));
     void call.then(
@@ -135,6 +139,7 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
         settle(rest.length);
       },
     ).finally(() => {
+      onCallDone?.((performance.now() - startedAt) / 1000);
       for (const s of streams) busy.delete(s);
       running -= 1;
       settle(take.length);

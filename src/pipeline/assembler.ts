@@ -27,6 +27,7 @@
  * fresh state (standby.ts, run-attempt.ts).
  */
 import { parseConfig, type AssemblerConfig, type ResolvedConfig } from '../config/schema.js';
+import { createObservability, type Observability } from '../observability/observability.js';
 import { createLogger, type Logger } from './logger.js';
 import { createRunAttempt, type RunAttempt } from './run-attempt.js';
 import { createRunStats } from './run-stats.js';
@@ -52,17 +53,37 @@ function redactingLogger(base: Logger, redactor: ResolvedConfig['redactor']): Lo
 export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: AssemblerDeps = {}): Assembler {
   const config = isResolved(input) ? input : parseConfig(input);
   const log = redactingLogger(deps.logger ?? createLogger(), config.redactor);
-  const shared = { config, deps, log, stats: createRunStats(), startedAt: Date.now(), standby: createStandbyTracker(log, config.source.slot) };
+  // The listener outlives attempts: a standby serves its signals (role standby) while it waits.
+  const observability: Observability | null = config.observability
+    ? createObservability({
+        name: config.name, slot: config.source.slot, connection: config.source.connection, mappers: config.mappers.map((m) => m.name),
+        ...config.observability, log, status: () => attempt.status(),
+      })
+    : null;
+  const shared = {
+    config, deps, log, stats: createRunStats(), startedAt: Date.now(), standby: createStandbyTracker(log, config.source.slot),
+    ...(observability ? { observeAppend: observability.observeAppend } : {}),
+  };
   let attempt: RunAttempt = createRunAttempt(shared);
   let runPromise: Promise<RunSummary> | null = null;
   let stopRequested = false;
+  let listening = false;
 
   async function runAttempts(): Promise<RunSummary> {
-    for (;;) {
-      const { summary, lostSlot } = await attempt.run();
-      // A source or sink given by the caller cannot be opened again: a lost slot ends the run.
-      if (!lostSlot || stopRequested || deps.source || deps.sink) return summary;
-      attempt = createRunAttempt(shared);
+    try {
+      if (observability) {
+        await observability.start();
+        listening = true;
+      }
+      for (;;) {
+        const { summary, lostSlot } = await attempt.run();
+        // A source or sink given by the caller cannot be opened again: a lost slot ends the run.
+        if (!lostSlot || stopRequested || deps.source || deps.sink) return summary;
+        attempt = createRunAttempt(shared);
+      }
+    } finally {
+      await observability?.close().catch(() => undefined);
+      listening = false;
     }
   }
 
@@ -82,5 +103,6 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     status() {
       return attempt.status();
     },
+    observability: () => (listening ? observability?.address ?? null : null),
   };
 }

@@ -32,6 +32,8 @@ export interface CheckpointCoordinator<P = unknown> {
   readonly receivedLsn: Lsn | null;
   /** Registered and not yet part of the durable prefix (completed out of order included). */
   readonly pending: number;
+  /** The oldest registered transaction not yet in the durable prefix (`null`: none). */
+  readonly firstPending: CoordinatedPosition<P> | null;
   /** True once a transaction failed. */
   readonly halted: boolean;
 }
@@ -100,6 +102,10 @@ export function createCheckpointCoordinator<P = unknown>(): CheckpointCoordinato
     },
     get pending() {
       return entries.length - head;
+    },
+    get firstPending() {
+      const entry = entries[head];
+      return entry ? { seq: entry.seq, endLsn: entry.endLsn, payload: entry.payload } : null;
     },
     get halted() {
       return halted;

@@ -43,6 +43,8 @@ export interface CheckpointWriter {
   recordedLsn: Lsn | null;
   /** Last position acknowledged to the slot. */
   readonly acknowledgedLsn: Lsn | null;
+  /** Epoch milliseconds when the last checkpoint record became durable (`null`: none by this run). */
+  readonly recordedAt: number | null;
 }
 
 /** The checkpoint record for `target` (its id is deterministic: a replayed write is recognised). */
@@ -64,12 +66,14 @@ export function checkpointEvent(assembler: string, slot: string, target: Checkpo
 
 export function createCheckpointWriter(deps: CheckpointWriterDeps): CheckpointWriter {
   let recordedLsn: Lsn | null = null;
+  let recordedAt: number | null = null;
   let acknowledgedLsn: Lsn | null = null;
   let target: CheckpointTarget | null = null;
   let writing: Promise<void> | null = null;
 
   const isRecorded = (lsn: Lsn): boolean => recordedLsn !== null && compareLsn(lsn, recordedLsn) <= 0;
   const recorded = (lsn: Lsn): void => {
+    recordedAt = Date.now();
     if (!isRecorded(lsn)) recordedLsn = lsn;
   };
 
@@ -141,6 +145,7 @@ export function createCheckpointWriter(deps: CheckpointWriterDeps): CheckpointWr
       const position = makeSourcePosition({ systemId, timeline: await timeline(), slot: deps.slot, commitLsn: lsn, xid: 0 });
       await sink.append(checkpointEvent(deps.assembler, deps.slot, { tx: null, commitLsn: lsn, xid: 0, checkpoint: position.checkpoint, systemId, endLsn: lsn }, true));
       recordedLsn = lsn;
+      recordedAt = Date.now();
     },
     get recordedLsn() {
       return recordedLsn;
@@ -150,6 +155,9 @@ export function createCheckpointWriter(deps: CheckpointWriterDeps): CheckpointWr
     },
     get acknowledgedLsn() {
       return acknowledgedLsn;
+    },
+    get recordedAt() {
+      return recordedAt;
     },
   };
 }

@@ -40,6 +40,8 @@ export interface LargeUnitDeps {
   /** The fatal error that stopped the line, if any. */
   fatal(): unknown;
   logParked(record: SinkEvent): void;
+  /** Counts a parked record by mapper and kind (every one, logged or not). */
+  countParked(record: SinkEvent): void;
   /** Queues a unit of at most SLICED_UNIT_EVENTS events whole (the assembler's ordinary path). */
   queueWhole(unit: SourceUnit, position: SinkPosition, mapped: MapResult): Queued | null | Promise<Queued | null>;
 }
@@ -58,6 +60,7 @@ export function createLargeUnits(deps: LargeUnitDeps) {
       for (const [type, n] of types) byType[type] = (byType[type] ?? 0) + n;
     },
     logParked: deps.logParked,
+    countParked: deps.countParked,
   };
 
   /** A unit of more than SLICED_UNIT_EVENTS events, queued in slices in bounded memory. */

@@ -43,6 +43,8 @@ export interface RunAttemptInput {
   readonly stats: RunStats;
   readonly startedAt: number;
   readonly standby: StandbyTracker;
+  /** The observability listener's append-latency histogram (seconds per append call). */
+  readonly observeAppend?: (seconds: number) => void;
 }
 
 export interface AttemptResult {
@@ -186,7 +188,10 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
       guard.dispose(); // waiting for the slot below is no unavailability: the deadline does not apply
     }
     ({ appendSink, checkpointSink, mode } = opened);
-    appender = createAppender(appendSink, { maxConcurrentAppends: config.limits.maxConcurrentAppends, maxBatchUnits: config.limits.maxBatchTransactions, maxBatchEvents: config.limits.maxBatchEvents });
+    appender = createAppender(appendSink, {
+      maxConcurrentAppends: config.limits.maxConcurrentAppends, maxBatchUnits: config.limits.maxBatchTransactions, maxBatchEvents: config.limits.maxBatchEvents,
+      ...(input.observeAppend ? { onCallDone: input.observeAppend } : {}),
+    });
     const last = await waitForSlot(opened.last);
     let slotConfirmed: Lsn | null = null;
     if (checkpointSink) {
@@ -273,6 +278,9 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
         inFlight: coordinator.pending, receivedLsn: coordinator.receivedLsn, durableLsn: coordinator.acknowledgeable?.endLsn ?? null,
         acknowledgedLsn: checkpoints.acknowledgedLsn, source: source?.status() ?? null, sinks: [appendSink, checkpointSink],
         fatal: control.fatal, snapshots,
+        newestDurableCommitTime: coordinator.acknowledgeable?.payload.commitTime ?? null,
+        oldestPendingCommitTime: coordinator.firstPending?.payload.commitTime ?? null,
+        recordedLsn: checkpoints.recordedLsn, recordedAt: checkpoints.recordedAt,
       });
     },
   };

@@ -18,10 +18,23 @@ export interface LagPercentiles {
   readonly maxMs: number;
 }
 
+/** Failed records parked by this run, by mapper and kind, and when the latest was parked. */
+export interface FailedRecordCounts {
+  /** mapper → kind (`MapperFailed` | `ContractViolation`) → records. */
+  readonly byMapper: Readonly<Record<string, Readonly<Record<string, number>>>>;
+  /** Epoch milliseconds of the latest parked record (`null`: none yet). */
+  readonly lastAt: number | null;
+}
+
 export interface RunStats {
   readonly counts: RunCounts;
   /** Durable events (written or found applied) by type. */
   readonly byType: Record<string, number>;
+  /** Heartbeat transactions received (they carry no changes; not counted in `counts.received`). */
+  heartbeats: number;
+  /** A failed record (`kind`: its event type) of `mapper` was parked. Off the hot path: failures only. */
+  recordFailed(kind: string, mapper: string): void;
+  readonly failed: FailedRecordCounts;
   /** A transaction committed at `commitTime` (ISO) is durable now. */
   recordLag(commitTime: string): void;
   lag(): { readonly lastMs: number | null; readonly avgMs: number | null; readonly percentiles: LagPercentiles | null };
@@ -36,9 +49,20 @@ export function createRunStats(): RunStats {
   let last: number | null = null;
   let sum = 0;
   let n = 0;
+  const byMapper: Record<string, Record<string, number>> = {};
+  let lastFailedAt: number | null = null;
   return {
     counts,
     byType: {},
+    heartbeats: 0,
+    recordFailed(kind, mapper) {
+      const kinds = (byMapper[mapper] ??= {});
+      kinds[kind] = (kinds[kind] ?? 0) + 1;
+      lastFailedAt = Date.now();
+    },
+    get failed() {
+      return { byMapper, lastAt: lastFailedAt };
+    },
     recordLag(commitTime) {
       const commitMs = Date.parse(commitTime);
       if (!Number.isFinite(commitMs)) return;

@@ -55,6 +55,8 @@ export interface SliceDeps {
   onDurable(outcome: AppendOutcome, types: ReadonlyMap<string, number>): void;
   /** Logs a parked record (the first few of a unit; the rest are counted). */
   logParked(record: SinkEvent): void;
+  /** Counts a parked record (every one). */
+  countParked(record: SinkEvent): void;
 }
 
 /** A unit queued in slices: the promise that all of it is durable (summed outcome). */
@@ -112,6 +114,7 @@ export async function appendInSlices(deps: SliceDeps, position: SinkPosition, to
   for (const item of items) {
     if (item.parked) {
       parked += 1;
+      deps.countParked(item.event);
       if (parked <= PARKED_LINES_PER_UNIT) deps.logParked(item.event);
     } else {
       types.set(item.event.type, (types.get(item.event.type) ?? 0) + 1);

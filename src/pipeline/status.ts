@@ -73,6 +73,17 @@ export interface StatusInputs {
   readonly sinks: readonly (Sink | null)[];
   readonly fatal: unknown;
   readonly snapshots: SnapshotState;
+  readonly newestDurableCommitTime: string | null;
+  readonly oldestPendingCommitTime: string | null;
+  readonly recordedLsn: Lsn | null;
+  readonly recordedAt: number | null;
+}
+
+function failedStatus(stats: RunStats): AssemblerStatus['failed'] {
+  const { byMapper, lastAt } = stats.failed;
+  const copy: Record<string, Record<string, number>> = {};
+  for (const [mapper, kinds] of Object.entries(byMapper)) copy[mapper] = { ...kinds };
+  return { byMapper: copy, lastAt: lastAt === null ? null : new Date(lastAt).toISOString() };
 }
 
 export function assemblerStatus(input: StatusInputs): AssemblerStatus {
@@ -95,9 +106,12 @@ export function assemblerStatus(input: StatusInputs): AssemblerStatus {
     mode: input.mode,
     concurrentAppends: input.concurrentAppends,
     batching: batchingStatus(input.appender),
-    transactions: { received: counts.received, appended: counts.appended, skipped: counts.skipped, inFlight: input.inFlight, sliced: counts.sliced },
+    transactions: { received: counts.received, appended: counts.appended, skipped: counts.skipped, inFlight: input.inFlight, sliced: counts.sliced, heartbeats: input.stats.heartbeats },
     events: { appended: counts.eventsAppended, replaySkipped: counts.replaySkipped, byType: { ...byType } },
     parked: { mapperFailures: counts.mapperFailures, contractViolations: counts.contractViolations },
+    failed: failedStatus(input.stats),
+    freshness: { newestDurableCommitTime: input.newestDurableCommitTime, oldestPendingCommitTime: input.oldestPendingCommitTime },
+    checkpoint: { recordedLsn: input.recordedLsn, recordedAt: input.recordedAt === null ? null : new Date(input.recordedAt).toISOString() },
     lag: {
       receivedLsn: received ?? null,
       durableLsn: input.durableLsn,

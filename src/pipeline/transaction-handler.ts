@@ -44,6 +44,11 @@ export interface TransactionHandler {
   handleTransaction(tx: CommittedTransaction, materialized?: Change[]): Promise<void> | undefined;
   /** A large transaction, mapped from its change sequence (which must stay readable until this resolves). */
   handleLargeTransaction(tx: CommittedTransaction, sequence: ChangeSequence): Promise<void>;
+  /**
+   * A heartbeat transaction: nothing to map or append; registered so its position is
+   * acknowledged in order (counted in `stats.heartbeats`, not as a received transaction).
+   */
+  handleHeartbeat(tx: CommittedTransaction): undefined;
 }
 
 type QueueUnit = (unit: SourceTransaction, position: SinkPosition, sourceIdentity: string) => Queued | null | Promise<Queued | null>;
@@ -67,6 +72,10 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
     return { ok, parked };
   }
 
+  function countParked(record: SinkEvent): void {
+    stats.recordFailed(record.type, record.metadata['mapper'] ?? '(unknown)');
+  }
+
   function logParked(record: SinkEvent): void {
     log.warn('record parked', {
       type: record.type,
@@ -85,7 +94,10 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
     if (total > SLICED_UNIT_EVENTS) return large.queueSliced(unit, position, total, mapped.failed, mapped.events);
     const { ok, parked } = validateEvents(mapped.events, unit);
     const failed = mapped.failed.length === 0 && parked.length === 0 ? NO_RECORDS : [...mapped.failed, ...parked];
-    for (const record of failed) logParked(record);
+    for (const record of failed) {
+      countParked(record);
+      logParked(record);
+    }
     counts.mapperFailures += mapped.failed.length;
     counts.contractViolations += parked.length;
     const events: SinkEvent[] = failed.length === 0 ? ok : [...ok, ...failed];
@@ -119,6 +131,7 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
     stopping: () => control.stopRequested,
     fatal: () => control.fatal,
     logParked,
+    countParked,
     queueWhole: queueMapped,
   });
 
@@ -130,7 +143,7 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
   function registerAndQueue(tx: CommittedTransaction, unit: SourceTransaction, queueUnit: QueueUnit): Promise<void> | undefined {
     counts.received += 1;
     const { checkpoint, systemId } = tx.position;
-    const seq = coordinator.received(tx.endLsn, { tx: null, commitLsn: tx.commitLsn, xid: tx.xid, checkpoint, systemId });
+    const seq = coordinator.received(tx.endLsn, { tx: null, commitLsn: tx.commitLsn, xid: tx.xid, checkpoint, systemId, commitTime: tx.commitTime });
     let queued: Queued | null | Promise<Queued | null>;
     try {
       queued = queueUnit(unit, { kind: 'transaction', checkpoint, commitLsn: tx.commitLsn, xid: tx.xid, systemId }, systemId);
@@ -184,6 +197,14 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
   return {
     handleUnit,
     handleTransaction,
+    handleHeartbeat(tx) {
+      stats.heartbeats += 1;
+      const { checkpoint, systemId } = tx.position;
+      const seq = coordinator.received(tx.endLsn, { tx: null, commitLsn: tx.commitLsn, xid: tx.xid, checkpoint, systemId, commitTime: tx.commitTime });
+      const advanced = coordinator.complete(seq);
+      if (advanced) deps.checkpoints.advance({ ...advanced.payload, endLsn: advanced.endLsn });
+      return undefined;
+    },
     async handleLargeTransaction(tx, sequence) {
       await registerAndQueue(tx, withChanges(tx, sequence), large.mapLarge);
     },

@@ -6,6 +6,7 @@
  * taken first, so they are durable before the transaction can be acknowledged.
  */
 import { readChanges, readChangesNow, type CommittedTransaction } from '../buffer/index.js';
+import { isHeartbeatOnly } from '../source/heartbeat.js';
 import type { IncrementalSnapshot } from '../source/snapshot/index.js';
 import type { Change, ChangeSequence, SnapshotRecord } from '../source/types.js';
 import { isLargeTransaction } from './slices.js';
@@ -24,7 +25,17 @@ export function routeTransaction(deps: SnapshotDeps, tx: CommittedTransaction): 
   return handleChanges(deps, tx, changes);
 }
 
+/**
+ * A heartbeat (source/heartbeat.ts) is a small transaction of its own holding only heartbeat
+ * messages: no mapper sees it, its position is acknowledged once everything before it is durable.
+ * Per transaction this costs one comparison (`messageCount`), unless it holds messages.
+ */
+function isHeartbeat(tx: CommittedTransaction, changes: readonly Change[]): boolean {
+  return tx.messageCount > 0 && tx.messageCount === changes.length && isHeartbeatOnly(changes);
+}
+
 function handleChanges(deps: SnapshotDeps, tx: CommittedTransaction, changes: Change[]): Promise<void> | undefined {
+  if (isHeartbeat(tx, changes)) return deps.handler.handleHeartbeat(tx);
   if (hasSnapshotRequest(changes)) return takeSnapshotRequests(deps, tx, changes).then(() => deps.handler.handleTransaction(tx, changes));
   return deps.handler.handleTransaction(tx, changes);
 }
@@ -49,7 +60,11 @@ async function handleWithWindow(deps: SnapshotDeps, tx: CommittedTransaction, in
     if (!large || tx.messageCount > 0) await takeSnapshotRequests(deps, tx, changes);
     let records: SnapshotRecord[] = [];
     for (const output of inc.window.accept({ xid: tx.xid }, changes)) {
-      if (output.kind === 'transaction') await (large ? deps.handler.handleLargeTransaction(tx, changes) : deps.handler.handleTransaction(tx, changes as Change[]));
+      if (output.kind === 'transaction') {
+        if (large) await deps.handler.handleLargeTransaction(tx, changes);
+        else if (isHeartbeat(tx, changes as Change[])) deps.handler.handleHeartbeat(tx);
+        else await deps.handler.handleTransaction(tx, changes as Change[]);
+      }
       else if (output.kind === 'snapshot') records.push(output.record);
       else {
         await deliverSnapshotRecords(deps.state, deps, { records, lsn: tx.commitLsn, systemId, progress: inc.progress() });

@@ -6,6 +6,7 @@ import type { PostgresSource, SlotHolder, SourceStatus } from '../source/index.j
 import type { Sink, SinkMode, SinkStatus } from '../sink/index.js';
 import type { SnapshotDecision, SnapshotProgress } from '../source/snapshot/index.js';
 import type { Lsn, SourceTransaction } from '../source/types.js';
+import type { ObservabilityAddress } from '../observability/address.js';
 import type { Logger } from './logger.js';
 
 export interface AssemblerDeps {
@@ -88,6 +89,8 @@ export interface AssemblerStatus {
      * slice lands atomically, the unit not (consumers: `transaction.index` / `transaction.count`).
      */
     readonly sliced: number;
+    /** Heartbeat transactions received (observability's freshness probe; not in `received`). */
+    readonly heartbeats: number;
   };
   readonly events: {
     /** Events written by this run. */
@@ -98,6 +101,22 @@ export interface AssemblerStatus {
     readonly byType: Readonly<Record<string, number>>;
   };
   readonly parked: { readonly mapperFailures: number; readonly contractViolations: number };
+  /** Failed records parked by this run, by mapper and kind (`MapperFailed`, `ContractViolation`), and when the latest was. */
+  readonly failed: { readonly byMapper: Readonly<Record<string, Readonly<Record<string, number>>>>; readonly lastAt: string | null };
+  /** What freshness and lag in seconds are computed from (commit times on the source's clock). */
+  readonly freshness: {
+    /** Commit time of the last transaction of the durable prefix (`null`: none durable yet in this run). */
+    readonly newestDurableCommitTime: string | null;
+    /** Commit time of the oldest received transaction not yet durable (`null`: none waiting). */
+    readonly oldestPendingCommitTime: string | null;
+  };
+  /** The checkpoint stream as this run wrote it. */
+  readonly checkpoint: {
+    /** Highest position recorded in `event-assembler.checkpoint-<name>`. */
+    readonly recordedLsn: Lsn | null;
+    /** When this run last recorded a checkpoint (`null`: not yet). */
+    readonly recordedAt: string | null;
+  };
   readonly lag: {
     /** Highest WAL position received from PostgreSQL. */
     readonly receivedLsn: Lsn | null;
@@ -130,6 +149,11 @@ export interface Assembler {
   /** Graceful: stop reading, drain in-flight appends, acknowledge what is durable, close. */
   stop(): Promise<void>;
   status(): AssemblerStatus;
+  /**
+   * Where the observability listener is bound (`config.observability`), once it is — `null`
+   * before `run()` has bound it, after the run ended, or without an `observability` section.
+   */
+  observability(): ObservabilityAddress | null;
 }
 
 /** What the checkpoint coordinator carries per transaction: enough to write its checkpoint record. */
@@ -139,4 +163,6 @@ export interface TxPayload {
   readonly xid: number;
   readonly checkpoint: string;
   readonly systemId: string;
+  /** Commit time (ISO) of the transaction; absent for positions that are no transaction (idle, consistent point). */
+  readonly commitTime?: string;
 }

@@ -50,6 +50,12 @@ export interface SourceStatus {
   readonly openTransactions: number;
   readonly paused: boolean;
   readonly reconnects: number;
+  /** Estimated bytes of decoded changes the transaction buffer holds in memory. */
+  readonly bufferMemoryBytes: number;
+  /** Bytes in spill files now (large transactions on disk). */
+  readonly spilledBytes: number;
+  /** Transactions spilled to disk since start. */
+  readonly spilledTransactions: number;
   readonly systemId: string | null;
   readonly timeline: number | null;
   readonly lastError: Error | null;
@@ -96,6 +102,10 @@ async function checkBeforeStreaming(connection: pg.ClientConfig, config: ParsedO
   } finally {
     await client.end().catch(() => {});
   }
+}
+
+function bufferFields(usage: { memoryBytes: number; spilledBytes: number; spills: number }) {
+  return { bufferMemoryBytes: usage.memoryBytes, spilledBytes: usage.spilledBytes, spilledTransactions: usage.spills };
 }
 
 export function createPostgresSource(options: PostgresSourceOptions): PostgresSource {
@@ -265,6 +275,7 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
         openTransactions: intake.openTransactions,
         paused: reader.paused,
         reconnects: reader.reconnects,
+        ...bufferFields(intake.bufferUsage()),
         systemId: session?.systemId ?? null,
         timeline: session?.timeline ?? null,
         lastError,

@@ -78,9 +78,9 @@ export function captureRoleSql(options: CaptureRoleOptions): string {
     `-- Streaming needs only REPLICATION: the slot and publication are created by setup (as the tables' owner),`,
     `-- and pgoutput filters by the publication, not by the role's privileges.`,
     `-- Snapshots read the tables with SELECT inside the slot's exported snapshot (SET TRANSACTION SNAPSHOT needs no grant).`,
-    `-- Watermarks for incremental snapshots are written with pg_logical_emit_message(), which PostgreSQL 17 lets PUBLIC execute;`,
+    `-- Watermarks for incremental snapshots and freshness heartbeats (observability) are written with pg_logical_emit_message(), which PostgreSQL 17 lets PUBLIC execute;`,
     `-- if your server revoked it, also run: GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text, boolean) TO ${role};`,
-    `-- Start-up checks read pg_catalog (pg_class, pg_index, pg_publication_tables, pg_replication_slots): readable by PUBLIC.`,
+    `-- Start-up checks and slot metrics read pg_catalog (pg_class, pg_index, pg_publication_tables, pg_replication_slots, pg_stat_replication_slots): readable by PUBLIC.`,
   ];
   return lines.join('\n');
 }

@@ -39,6 +39,8 @@ export interface TransactionIntake {
   readonly inFlightBytes: number;
   /** Transactions begun (or streamed) and not yet committed. */
   readonly openTransactions: number;
+  /** The buffers' memory, bytes in spill files, and transactions spilled (every session's buffer). */
+  bufferUsage(): { readonly memoryBytes: number; readonly spilledBytes: number; readonly spills: number };
   /** Releases what is queued and closes every buffer. */
   close(): Promise<void>;
 }
@@ -137,6 +139,17 @@ export function createTransactionIntake(options: TransactionIntakeOptions): Tran
     },
     get openTransactions() {
       return buffer.openTransactions;
+    },
+    bufferUsage() {
+      let memoryBytes = 0;
+      let spilledBytes = 0;
+      let spills = 0;
+      for (const b of [...retiredBuffers, buffer]) {
+        memoryBytes += b.memoryBytes;
+        spilledBytes += b.spilledBytes;
+        spills += b.spills;
+      }
+      return { memoryBytes, spilledBytes, spills };
     },
     async close() {
       for (const tx of queue.splice(0)) await tx.release().catch(() => {});

@@ -186,6 +186,8 @@ export function writeRigConfig(
     readonly snapshot?: string;
     /** The `lifecycle` field as TypeScript source, e.g. `{ drainTimeoutMs: 2000 }`. */
     readonly lifecycle?: string;
+    /** The `observability` field as TypeScript source, e.g. `{ port: 0 }`. */
+    readonly observability?: string;
   },
 ): string {
   const src = (path: string) => pathToFileURL(join(process.cwd(), path)).href;
@@ -201,7 +203,7 @@ export default defineConfig({
   source: { connection: ${ref('CAPTURE_URL')}, slot: '${rig.slots[0]}', publication: '${rig.publication}'${options.statusIntervalMs !== undefined ? `, statusIntervalMs: ${options.statusIntervalMs}` : ''} },
   destination: { connectionString: ${ref('KURRENTDB_URL')} },
   mappers,
-  contracts: { dir: '${join(process.cwd(), 'contracts/invoicing')}' },${options.snapshot ? `\n  snapshot: ${options.snapshot},` : ''}${options.lifecycle ? `\n  lifecycle: ${options.lifecycle},` : ''}
+  contracts: { dir: '${join(process.cwd(), 'contracts/invoicing')}' },${options.snapshot ? `\n  snapshot: ${options.snapshot},` : ''}${options.lifecycle ? `\n  lifecycle: ${options.lifecycle},` : ''}${options.observability ? `\n  observability: ${options.observability},` : ''}
 });
 `,
   );

@@ -47,6 +47,18 @@ describe('parseConfig', () => {
     // invoice-lifecycle reads the old status ⇒ old values are needed for public.invoice only.
     expect(c.source.tables.filter((t) => t.needsOldValues).map((t) => t.table)).toEqual(['public.invoice']);
     expect(c.source.tables.find((t) => t.table === 'public.customer')?.requiredColumns).toEqual(['country', 'id', 'name']);
+    expect(c.observability).toBeNull(); // off unless a port is set
+  });
+
+  it('observability: off without a section; with a port, loopback, a 10 s heartbeat and a 60 s freshness limit by default', () => {
+    expect(parseConfig(with_((c) => (c['observability'] = { port: 0 }))).observability).toEqual({ port: 0, host: '127.0.0.1', heartbeatIntervalMs: 10_000, maxFreshnessMs: 60_000 });
+    expect(parseConfig(with_((c) => (c['observability'] = { port: 9464, host: '0.0.0.0', heartbeatIntervalMs: 5_000, maxFreshnessMs: 30_000 }))).observability).toEqual({
+      port: 9464, host: '0.0.0.0', heartbeatIntervalMs: 5_000, maxFreshnessMs: 30_000,
+    });
+    const error = errorOf(with_((c) => (c['observability'] = { port: 70_000, heartbeatIntervalMs: 10, extra: true })));
+    expect(error.problems.map((p) => p.field).sort()).toEqual(['observability.extra', 'observability.heartbeatIntervalMs', 'observability.port']);
+    expect(error.problems.find((p) => p.field === 'observability.port')?.fix).toMatch(/0 picks a free one/);
+    expect(errorOf(with_((c) => (c['observability'] = { host: 'localhost' }))).problems).toEqual([{ field: 'observability.port', problem: 'is required', fix: expect.stringMatching(/observability\.port/) }]);
   });
 
   it.each([

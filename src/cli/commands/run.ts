@@ -68,6 +68,13 @@ default-exports defineConfig({...}):
   standby        { pollIntervalMs: 1000 }
                  while another process streams the slot, how often to ask whether it
                  is free (fixed, no backoff).
+  observability  { port, host: '127.0.0.1', heartbeatIntervalMs: 10000,
+                   maxFreshnessMs: 60000 } — off unless set. An HTTP listener serving
+                 /metrics (Prometheus), /healthz, /readyz, /status.json; port 0 picks a
+                 free one (logged: "observability: listening"). A heartbeat written into
+                 the WAL every heartbeatIntervalMs measures freshness end to end; /readyz
+                 answers 503 once it is older than maxFreshnessMs (docs/operations.md).
+                 Without the process: event-assembler status --help
 
 Example (invoicing.config.ts):
   import { defineConfig } from 'event-assembler';
