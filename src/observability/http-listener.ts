@@ -1,13 +1,15 @@
 /**
  * The observability HTTP listener (node:http, no framework): `/metrics` (Prometheus text),
- * `/healthz`, `/readyz`, `/status.json` and `/` (a placeholder that links them until the status
- * page exists). Every request reads one fresh status document through `document()`. GET and HEAD
+ * `/healthz`, `/readyz`, `/status.json`, and the status page — `/` with its script and uPlot
+ * (page/assets.ts) and `/history.json`, its last hour (page/history.ts). Every request reads one fresh status document through `document()`. GET and HEAD
  * only; anything else is 405, an unknown path 404.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { AssemblerMetrics } from './metrics.js';
 import type { ObservabilityAddress } from './address.js';
+import { statusPageAsset } from './page/assets.js';
+import type { MetricsHistory } from './page/history.js';
 import type { StatusDocument } from './types.js';
 
 export interface HttpListener {
@@ -21,6 +23,8 @@ export interface ListenerDeps {
   /** A fresh status document (the slot read at most once a second). */
   document(): Promise<StatusDocument>;
   readonly metrics: AssemblerMetrics;
+  /** The status page's last hour (/history.json). */
+  readonly history: MetricsHistory;
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -28,23 +32,6 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 function send(res: ServerResponse, status: number, type: string, body: string, head: boolean): void {
   res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store', 'content-length': Buffer.byteLength(body) });
   res.end(head ? undefined : body);
-}
-
-function indexPage(doc: StatusDocument): string {
-  const esc = (s: string) => s.replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>event-assembler ${esc(doc.name)}</title></head>
-<body>
-<h1>event-assembler <code>${esc(doc.name)}</code></h1>
-<p>State: <b>${esc(doc.state)}</b>, role: <b>${esc(doc.role)}</b>, ready: <b>${doc.ready.ok ? 'yes' : 'no'}</b></p>
-<ul>
-<li><a href="metrics">/metrics</a> — Prometheus metrics</li>
-<li><a href="status.json">/status.json</a> — the same signals as JSON</li>
-<li><a href="healthz">/healthz</a> — alive</li>
-<li><a href="readyz">/readyz</a> — streaming and fresh</li>
-</ul>
-</body></html>
-`;
 }
 
 async function route(deps: ListenerDeps, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -75,11 +62,18 @@ async function route(deps: ListenerDeps, req: IncomingMessage, res: ServerRespon
     case '/status.json':
       send(res, 200, JSON_TYPE, `${JSON.stringify(await deps.document(), null, 2)}\n`, head);
       return;
-    case '/':
-      send(res, 200, 'text/html; charset=utf-8', indexPage(await deps.document()), head);
+    case '/history.json':
+      send(res, 200, JSON_TYPE, `${JSON.stringify(deps.history.snapshot())}\n`, head);
       return;
-    default:
-      send(res, 404, 'text/plain; charset=utf-8', 'not found: try /metrics, /healthz, /readyz, /status.json\n', head);
+    default: {
+      const asset = statusPageAsset(path);
+      if (asset) {
+        res.writeHead(200, { 'content-type': asset.contentType, 'cache-control': 'no-store', 'content-length': Buffer.byteLength(asset.body) });
+        res.end(head ? undefined : asset.body);
+        return;
+      }
+      send(res, 404, 'text/plain; charset=utf-8', 'not found: try /, /metrics, /healthz, /readyz, /status.json\n', head);
+    }
   }
 }
 

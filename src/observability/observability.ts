@@ -15,6 +15,7 @@ import { createAssemblerMetrics, type AssemblerMetrics } from './metrics.js';
 import { createRateTracker } from './rates.js';
 import { createSideConnection } from './side-connection.js';
 import { statusDocument } from './signals.js';
+import { createMetricsHistory, type MetricsHistory } from './page/history.js';
 import { createSlotProbe } from './slot-probe.js';
 import type { StatusDocument } from './types.js';
 
@@ -54,6 +55,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   const probe = createSlotProbe(connection, options.slot, SLOT_READING_MAX_AGE_MS);
   const rates = createRateTracker(SNAPSHOT_RATE_WINDOW_MS);
   const metrics: AssemblerMetrics = createAssemblerMetrics({ mappers: options.mappers });
+  let history: MetricsHistory | null = null;
   let listener: HttpListener | null = null;
   let heartbeat: HeartbeatWriter | null = null;
   const idleHeartbeat = { intervalMs: options.heartbeatIntervalMs, sent: 0, failures: 0, lastSentAt: null, lastLsn: null, lastError: null };
@@ -66,8 +68,10 @@ export function createObservability(options: ObservabilityOptions): Observabilit
   return {
     async start() {
       try {
-        listener = await startHttpListener({ host: options.host, port: options.port, document, metrics });
+        history = createMetricsHistory(metrics.registry, { refresh: async () => metrics.update(await document()) });
+        listener = await startHttpListener({ host: options.host, port: options.port, document, metrics, history });
       } catch (error) {
+        history?.close();
         await connection.close();
         const cause = error instanceof Error ? error.message : String(error);
         throw new EventAssemblerError('OBSERVABILITY_LISTEN_FAILED', `observability: cannot listen on ${options.host}:${options.port} (${cause}); choose another observability.port, or 0 for a free one`, { host: options.host, port: options.port });
@@ -88,6 +92,7 @@ export function createObservability(options: ObservabilityOptions): Observabilit
     document,
     observeAppend: (seconds) => metrics.observeAppend(seconds),
     async close() {
+      history?.close();
       await heartbeat?.close();
       await listener?.close();
       await connection.close();

@@ -43,7 +43,7 @@ function snapshotSignal(status: AssemblerStatus, rates: RateTracker, now: number
 function failedSignal(status: AssemblerStatus): StatusDocument['failed'] {
   const total: Record<string, number> = { MapperFailed: 0, ContractViolation: 0 };
   for (const kinds of Object.values(status.failed.byMapper)) for (const [kind, n] of Object.entries(kinds)) total[kind] = (total[kind] ?? 0) + n;
-  return { total, byMapper: status.failed.byMapper, lastAt: status.failed.lastAt };
+  return { total, byMapper: status.failed.byMapper, lastAt: status.failed.lastAt, latest: status.failed.latest };
 }
 
 export function statusDocument(input: SignalInputs): StatusDocument {

@@ -3,7 +3,7 @@
  * `/metrics`, for the status page and for scripts; its fields are documented in docs/operations.md.
  * No logic here.
  */
-import type { AssemblerState } from '../pipeline/types.js';
+import type { AssemblerState, FailedRecordSummary } from '../pipeline/types.js';
 import type { Lsn } from '../source/types.js';
 import type { HeartbeatStatus } from './heartbeat.js';
 import type { SlotReading } from './slot-reading.js';
@@ -70,6 +70,8 @@ export interface StatusDocument {
     readonly total: Readonly<Record<string, number>>;
     readonly byMapper: Readonly<Record<string, Readonly<Record<string, number>>>>;
     readonly lastAt: string | null;
+    /** The latest parked record: kind, mapper, where it is (stream, id), its source transaction, one line of why. */
+    readonly latest: FailedRecordSummary | null;
   };
   readonly snapshot: { readonly generation: string | null; readonly action: string; readonly finished: boolean; readonly tables: readonly SnapshotTableSignal[] } | null;
   readonly buffer: { readonly memoryBytes: number; readonly spilledBytes: number; readonly spilledTransactions: number; readonly inFlightTransactions: number; readonly inFlightBytes: number };

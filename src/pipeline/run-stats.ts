@@ -4,6 +4,7 @@
  * and the run summary read them.
  */
 import type { UnitCounts } from './large-units.js';
+import type { FailedRecordSummary } from './types.js';
 
 export interface RunCounts extends UnitCounts {
   received: number;
@@ -24,7 +25,10 @@ export interface FailedRecordCounts {
   readonly byMapper: Readonly<Record<string, Readonly<Record<string, number>>>>;
   /** Epoch milliseconds of the latest parked record (`null`: none yet). */
   readonly lastAt: number | null;
+  /** The latest parked record's diagnosis, for people (`null`: none yet). */
+  readonly latest: FailedRecordSummary | null;
 }
+
 
 export interface RunStats {
   readonly counts: RunCounts;
@@ -33,7 +37,7 @@ export interface RunStats {
   /** Heartbeat transactions received (they carry no changes; not counted in `counts.received`). */
   heartbeats: number;
   /** A failed record (`kind`: its event type) of `mapper` was parked. Off the hot path: failures only. */
-  recordFailed(kind: string, mapper: string): void;
+  recordFailed(kind: string, mapper: string, summary?: FailedRecordSummary): void;
   readonly failed: FailedRecordCounts;
   /** A transaction committed at `commitTime` (ISO) is durable now. */
   recordLag(commitTime: string): void;
@@ -51,17 +55,19 @@ export function createRunStats(): RunStats {
   let n = 0;
   const byMapper: Record<string, Record<string, number>> = {};
   let lastFailedAt: number | null = null;
+  let latest: FailedRecordSummary | null = null;
   return {
     counts,
     byType: {},
     heartbeats: 0,
-    recordFailed(kind, mapper) {
+    recordFailed(kind, mapper, summary) {
+      if (summary) latest = summary;
       const kinds = (byMapper[mapper] ??= {});
       kinds[kind] = (kinds[kind] ?? 0) + 1;
       lastFailedAt = Date.now();
     },
     get failed() {
-      return { byMapper, lastAt: lastFailedAt };
+      return { byMapper, lastAt: lastFailedAt, latest };
     },
     recordLag(commitTime) {
       const commitMs = Date.parse(commitTime);

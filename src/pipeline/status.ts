@@ -80,10 +80,10 @@ export interface StatusInputs {
 }
 
 function failedStatus(stats: RunStats): AssemblerStatus['failed'] {
-  const { byMapper, lastAt } = stats.failed;
+  const { byMapper, lastAt, latest } = stats.failed;
   const copy: Record<string, Record<string, number>> = {};
   for (const [mapper, kinds] of Object.entries(byMapper)) copy[mapper] = { ...kinds };
-  return { byMapper: copy, lastAt: lastAt === null ? null : new Date(lastAt).toISOString() };
+  return { byMapper: copy, lastAt: lastAt === null ? null : new Date(lastAt).toISOString(), latest };
 }
 
 export function assemblerStatus(input: StatusInputs): AssemblerStatus {

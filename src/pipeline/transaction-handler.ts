@@ -73,7 +73,20 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
   }
 
   function countParked(record: SinkEvent): void {
-    stats.recordFailed(record.type, record.metadata['mapper'] ?? '(unknown)');
+    const mapper = record.metadata['mapper'] ?? '(unknown)';
+    stats.recordFailed(record.type, mapper, {
+      kind: record.type, mapper, stream: record.stream, id: record.id,
+      commitLsn: record.metadata['source.commitLsn'] ?? null, xid: record.metadata['source.xid'] ?? null,
+      diagnosis: diagnosisText(record.data),
+    });
+  }
+
+  /** One line of why: the mapper's error, or the contract's violations. */
+  function diagnosisText(data: unknown): string {
+    const d = data as { cause?: { name?: string; message?: string }; violations?: readonly { path: string; message: string }[] } | null;
+    if (d?.cause) return `${d.cause.name ?? 'Error'}: ${d.cause.message ?? ''}`;
+    if (d?.violations) return d.violations.map((v) => `${v.path || '/'} ${v.message}`).join('; ');
+    return 'no diagnosis';
   }
 
   function logParked(record: SinkEvent): void {

@@ -64,6 +64,19 @@ export interface RunSummary {
   readonly snapshot: SnapshotSummary | null;
 }
 
+/** What an operator needs to act on a parked record: what failed, where, and why (no row data). */
+export interface FailedRecordSummary {
+  readonly kind: string;
+  readonly mapper: string;
+  /** The failed-records stream and the record's id in it. */
+  readonly stream: string;
+  readonly id: string;
+  readonly commitLsn: string | null;
+  readonly xid: string | null;
+  /** The cause's name and message (MapperFailed), or the contract's violations (ContractViolation). */
+  readonly diagnosis: string;
+}
+
 export interface AssemblerStatus {
   readonly name: string;
   readonly state: AssemblerState;
@@ -102,7 +115,7 @@ export interface AssemblerStatus {
   };
   readonly parked: { readonly mapperFailures: number; readonly contractViolations: number };
   /** Failed records parked by this run, by mapper and kind (`MapperFailed`, `ContractViolation`), and when the latest was. */
-  readonly failed: { readonly byMapper: Readonly<Record<string, Readonly<Record<string, number>>>>; readonly lastAt: string | null };
+  readonly failed: { readonly byMapper: Readonly<Record<string, Readonly<Record<string, number>>>>; readonly lastAt: string | null; readonly latest: FailedRecordSummary | null };
   /** What freshness and lag in seconds are computed from (commit times on the source's clock). */
   readonly freshness: {
     /** Commit time of the last transaction of the durable prefix (`null`: none durable yet in this run). */

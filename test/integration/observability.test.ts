@@ -178,13 +178,20 @@ describe('observability: metrics, health, readiness, heartbeat', () => {
     }
   });
 
-  it('answers 404 on unknown paths, 405 on other methods, and serves a page linking /metrics', async () => {
+  it('answers 404 on unknown paths, 405 on other methods, and serves the status page with its script and uPlot', async () => {
     const { url } = await start('http');
     expect((await fetch(`${url}/nope`)).status).toBe(404);
     expect((await fetch(`${url}/metrics`, { method: 'POST' })).status).toBe(405);
     const page = await fetch(`${url}/`);
     expect(page.status).toBe(200);
-    expect(await page.text()).toContain('href="metrics"');
+    expect(await page.text()).toContain('<script src="status-page.js"></script>');
+    for (const asset of ['status-page.js', 'uplot.min.js']) {
+      const res = await fetch(`${url}/${asset}`);
+      expect(res.status, asset).toBe(200);
+      expect(res.headers.get('content-type')).toContain('text/javascript');
+      expect((await res.text()).length).toBeGreaterThan(1000);
+    }
+    expect((await fetch(`${url}/uplot.min.css`)).headers.get('content-type')).toContain('text/css');
     const head = await fetch(`${url}/metrics`, { method: 'HEAD' });
     expect(head.status).toBe(200);
     expect(head.headers.get('content-type')).toContain('text/plain');

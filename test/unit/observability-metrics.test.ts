@@ -21,7 +21,7 @@ function status(overrides: Partial<AssemblerStatus> = {}): AssemblerStatus {
     transactions: { received: 15, appended: 12, skipped: 1, inFlight: 2, sliced: 0, heartbeats: 4 },
     events: { appended: 20, replaySkipped: 2, byType: {} },
     parked: { mapperFailures: 1, contractViolations: 2 },
-    failed: { byMapper: { payments: { MapperFailed: 1 }, customers: { ContractViolation: 2 } }, lastAt: '2026-03-01T11:59:00.000Z' },
+    failed: { byMapper: { payments: { MapperFailed: 1 }, customers: { ContractViolation: 2 } }, lastAt: '2026-03-01T11:59:00.000Z', latest: null },
     role: 'leader',
     freshness: { newestDurableCommitTime: '2026-03-01T11:59:58.000000Z', oldestPendingCommitTime: '2026-03-01T11:59:55.500000Z' },
     checkpoint: { recordedLsn: '0/2000', recordedAt: '2026-03-01T11:59:59.000Z' },

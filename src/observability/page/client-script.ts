@@ -89,7 +89,7 @@ export const CLIENT_SCRIPT = String.raw`(() => {
   }
 
   function fillRates(metrics, now) {
-    const totals = { tx: sum(metrics, 'event_assembler_transactions_total'), ev: sum(metrics, 'event_assembler_events_total') };
+    const totals = { tx: sum(metrics, 'event_assembler_transactions_appended_total'), ev: sum(metrics, 'event_assembler_events_appended_total') };
     let rates = { tx: null, ev: null };
     if (state.previous && now > state.previous.time) {
       const dt = (now - state.previous.time) / 1000;
@@ -102,8 +102,8 @@ export const CLIENT_SCRIPT = String.raw`(() => {
       el.dataset.value = v === null ? '' : String(v);
       el.textContent = v === null ? '–' : v.toFixed(v < 10 ? 1 : 0);
     };
-    put('event_assembler_transactions_total', rates.tx);
-    put('event_assembler_events_total', rates.ev);
+    put('event_assembler_transactions_appended_total', rates.tx);
+    put('event_assembler_events_appended_total', rates.ev);
     return rates;
   }
 
@@ -128,10 +128,12 @@ export const CLIENT_SCRIPT = String.raw`(() => {
 
   function fillStatus(status) {
     const el = document.getElementById('failed-diagnosis');
-    const latest = status && status.failedRecords && status.failedRecords.latest;
+    const latest = status && status.failed && status.failed.latest;
     if (!latest) { el.textContent = 'none'; el.className = 'muted'; return; }
     el.className = '';
-    el.textContent = JSON.stringify(latest, null, 2);
+    el.dataset.id = latest.id;
+    el.textContent = latest.kind + ' from mapper ' + latest.mapper + (latest.commitLsn ? ' (transaction ' + latest.commitLsn + '/' + latest.xid + ')' : '') + '\n' +
+      latest.diagnosis + '\n' + 'record ' + latest.id + ' in ' + latest.stream + (status.failed.lastAt ? ', parked ' + new Date(status.failed.lastAt).toLocaleString() : '');
   }
 
   const plots = {};
@@ -167,7 +169,7 @@ export const CLIENT_SCRIPT = String.raw`(() => {
         if (i > 0) {
           const dt = (h.times[i] - h.times[i - 1]) / 1000;
           const r = (a) => (a[i] === null || a[i - 1] === null || dt <= 0 ? null : Math.max(0, (a[i] - a[i - 1]) / dt));
-          state.rate[0].push(t); state.rate[1].push(r(s.event_assembler_transactions_total)); state.rate[2].push(r(s.event_assembler_events_total));
+          state.rate[0].push(t); state.rate[1].push(r(s.event_assembler_transactions_appended_total)); state.rate[2].push(r(s.event_assembler_events_appended_total));
         }
       }
       state.history = h.times.length;

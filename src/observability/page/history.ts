@@ -7,8 +7,8 @@ export const HISTORY_METRICS = [
   'event_assembler_slot_retained_wal_bytes',
   'event_assembler_source_lag_bytes',
   'event_assembler_freshness_seconds',
-  'event_assembler_transactions_total',
-  'event_assembler_events_total',
+  'event_assembler_transactions_appended_total',
+  'event_assembler_events_appended_total',
 ] as const;
 
 export interface HistorySnapshot {
@@ -38,13 +38,18 @@ async function valueOf(registry: Registry, name: string): Promise<number | null>
 }
 
 /** Samples `metrics` every `intervalMs`, keeping `keepMs` of history (default: an hour at 5 s). */
-export function createMetricsHistory(registry: Registry, options: { intervalMs?: number; keepMs?: number; metrics?: readonly string[] } = {}): MetricsHistory {
+export function createMetricsHistory(
+  registry: Registry,
+  options: { intervalMs?: number; keepMs?: number; metrics?: readonly string[]; refresh?: () => Promise<void> } = {},
+): MetricsHistory {
   const intervalMs = options.intervalMs ?? 5_000;
   const keep = Math.max(1, Math.ceil((options.keepMs ?? 3_600_000) / intervalMs));
   const metrics = options.metrics ?? HISTORY_METRICS;
   const times: number[] = [];
   const series: Record<string, (number | null)[]> = Object.fromEntries(metrics.map((m) => [m, []]));
   const sample = async () => {
+    // The registry is set from the status document right before it is read (metrics.ts).
+    await options.refresh?.().catch(() => undefined);
     const values = await Promise.all(metrics.map((m) => valueOf(registry, m).catch(() => null)));
     times.push(Date.now());
     metrics.forEach((m, i) => series[m]!.push(values[i]!));

@@ -48,7 +48,7 @@ export const PAGE_HTML = `<!doctype html>
     <div class="card" id="card-freshness"><h2>Destination freshness</h2><div class="value" data-metric="event_assembler_freshness_seconds" data-unit="seconds">–</div><div class="sub">since the newest durable commit (heartbeat)</div></div>
     <div class="card" id="card-checkpoint"><h2>Last durable checkpoint</h2><div class="value" data-metric="event_assembler_checkpoint_age_seconds" data-unit="seconds">–</div><div class="sub">ago</div></div>
     <div class="card" id="card-failed"><h2>Failed records</h2><div class="value" data-metric="event_assembler_failed_records_total" data-unit="count">–</div><div class="sub" data-field="failedLatest">none</div></div>
-    <div class="card" id="card-throughput"><h2>Throughput</h2><div class="value"><span data-rate="event_assembler_transactions_total">–</span> tx/s</div><div class="sub"><span data-rate="event_assembler_events_total">–</span> events/s</div></div>
+    <div class="card" id="card-throughput"><h2>Throughput</h2><div class="value"><span data-rate="event_assembler_transactions_appended_total">–</span> tx/s</div><div class="sub"><span data-rate="event_assembler_events_appended_total">–</span> events/s</div></div>
   </section>
   <section class="plots">
     <div class="panel"><h2>Retained WAL and lag, last hour</h2><div id="plot-bytes" data-plot="bytes"></div></div>
