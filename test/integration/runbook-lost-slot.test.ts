@@ -114,6 +114,10 @@ describe('runbook: a lost slot, rebuilt as the runbook says', () => {
     // ── Runbook step 1, confirm: the slot query says lost; the assembler refuses (exit 3). ─────────
     const [lost] = (await rig.sql(slotQuery(slot))) as SlotRow[];
     expect(lost).toMatchObject({ slot_name: slot, active: false, wal_status: 'lost', invalidation_reason: 'wal_removed' });
+    // The same without SQL: `event-assembler status` (no running process needed) names it.
+    const offline = startCli(['status', '--config', config(rig, 'initial'), '--json'], rigEnv(rig, PREFIX));
+    expect(await offline.exit(60_000), offline.output()).toBe(0);
+    expect(JSON.parse(offline.stdout())).toMatchObject({ slot: { walStatus: 'lost', active: false } });
     const refused = run(rig, config(rig, 'initial'));
     expect(await refused.exit(60_000), refused.output()).toBe(3);
     const fatal = refused.lines().find((l) => l['msg'] === 'assembler stopped after a fatal error');
