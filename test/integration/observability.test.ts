@@ -6,24 +6,14 @@
 // failed records count a parked transaction.
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defineMapper } from '../../src/mapping/index.js';
 import { createAssembler, type Assembler } from '../../src/pipeline/index.js';
 import { compareLsn } from '../../src/source/position.js';
 import { mappers } from '../../examples/invoicing/index.js';
 import type { StatusDocument } from '../../src/observability/index.js';
 import { getJson, scrape } from '../support/prometheus.js';
 import { createPipelineRig, workload, type PipelineRig } from './pipeline-rig.js';
+import { fragilePayments } from '../support/fragile-payments.js';
 
-/** Parks every payment: a mapper bug met in production. */
-const fragile = defineMapper({
-  name: 'fragile-payments',
-  onError: 'park',
-  tables: { 'public.payment': { columns: ['id', 'invoice_id'] } },
-  map: (tx) => {
-    const [payment] = tx.inserts('public.payment');
-    throw new Error(`cannot map payment ${String(payment?.after.id)}`);
-  },
-});
 
 const OBSERVABILITY = { port: 0, heartbeatIntervalMs: 300, maxFreshnessMs: 2_500 };
 
@@ -143,7 +133,7 @@ describe('observability: metrics, health, readiness, heartbeat', () => {
   });
 
   it('counts failed records by mapper and kind when a transaction is parked', async () => {
-    const { url } = await start('parked', { mappers: [...mappers, fragile] });
+    const { url } = await start('parked', { mappers: [...mappers, fragilePayments] });
     const before = await scrape(url);
     expect(before.value('event_assembler_failed_records_total', { mapper: 'fragile-payments', kind: 'MapperFailed' })).toBe(0);
     expect(before.value('event_assembler_failed_record_last_timestamp_seconds')).toBeUndefined();

@@ -2,22 +2,13 @@
 // appended to the business stream) and the line goes on, or halts with a diagnosis and the
 // slot is not acknowledged past it; a mapper with onError 'park' leaves a MapperFailed record.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defineMapper, failedRecordsStream } from '../../src/mapping/index.js';
+import { failedRecordsStream } from '../../src/mapping/index.js';
 import { ContractViolationHaltError, createAssembler, type Assembler } from '../../src/pipeline/index.js';
 import { compareLsn } from '../../src/source/position.js';
 import { mappers } from '../../examples/invoicing/index.js';
 import { createPipelineRig, workload, type PipelineRig } from './pipeline-rig.js';
+import { fragilePayments } from '../support/fragile-payments.js';
 
-/** Parks every payment: stands in for a mapper bug met in production. */
-const fragile = defineMapper({
-  name: 'fragile-payments',
-  onError: 'park',
-  tables: { 'public.payment': { columns: ['id', 'invoice_id'] } },
-  map: (tx) => {
-    const [payment] = tx.inserts('public.payment');
-    throw new Error(`cannot map payment ${String(payment?.after.id)}`);
-  },
-});
 
 describe('pipeline failure policies', () => {
   let rig: PipelineRig;
@@ -34,7 +25,7 @@ describe('pipeline failure policies', () => {
   it('parks a contract violation as a failed record, keeps going, and acknowledges past it', async () => {
     const slot = await rig.createSlot('park');
     const logger = rig.logger();
-    const assembler = createAssembler(rig.config({ slot, name: 'park', mappers: [...mappers, fragile], failurePolicy: { contractViolation: 'park' } }), { logger });
+    const assembler = createAssembler(rig.config({ slot, name: 'park', mappers: [...mappers, fragilePayments], failurePolicy: { contractViolation: 'park' } }), { logger });
     running.push(assembler);
     const run = assembler.run();
     run.catch(() => undefined);

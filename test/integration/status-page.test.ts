@@ -9,25 +9,15 @@ import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mappers } from '../../examples/invoicing/index.js';
-import { defineMapper } from '../../src/mapping/index.js';
 import { createAssembler, type Assembler } from '../../src/pipeline/index.js';
 import type { StatusDocument } from '../../src/observability/index.js';
 import { getJson, parseMetrics } from '../support/prometheus.js';
 import { createPipelineRig, workload, type PipelineRig } from './pipeline-rig.js';
+import { fragilePayments } from '../support/fragile-payments.js';
 
 /** Debian's chromium (installed by .ci/run where missing); CHROMIUM_PATH overrides. */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
-/** Parks every payment, so the page has a failed record and its diagnosis to show. */
-const fragile = defineMapper({
-  name: 'fragile-payments',
-  onError: 'park',
-  tables: { 'public.payment': { columns: ['id', 'invoice_id'] } },
-  map: (tx) => {
-    const [payment] = tx.inserts('public.payment');
-    throw new Error(`cannot map payment ${String(payment?.after.id)}`);
-  },
-});
 
 interface Shown {
   readonly polls: number;
@@ -55,7 +45,7 @@ describe('the status page in a browser, during a live run', () => {
     if (!existsSync(CHROMIUM)) throw new Error(`chromium not found at ${CHROMIUM}: install the Debian package chromium (.ci/run does) or set CHROMIUM_PATH`);
     const slot = await rig.createSlot('page');
     assembler = createAssembler(
-      rig.config({ slot, name: 'page', mappers: [...mappers.filter((m) => m.name !== 'payments'), fragile], observability: { port: 0, heartbeatIntervalMs: 300 } }),
+      rig.config({ slot, name: 'page', mappers: [...mappers.filter((m) => m.name !== 'payments'), fragilePayments], observability: { port: 0, heartbeatIntervalMs: 300 } }),
       { logger: rig.logger() },
     );
     const a = assembler;
