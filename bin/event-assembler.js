@@ -14,10 +14,10 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const built = join(root, 'dist', 'cli', 'main.js');
 if (existsSync(built)) {
   const { buildProgram } = await import(pathToFileURL(built).href);
-  await buildProgram().parseAsync(process.argv);
+  await (await buildProgram(process.argv)).parseAsync(process.argv);
 } else {
   const { register } = await import('tsx/esm/api');
   register();
   const { buildProgram } = await import(pathToFileURL(join(root, 'src', 'cli', 'main.ts')).href);
-  await buildProgram().parseAsync(process.argv);
+  await (await buildProgram(process.argv)).parseAsync(process.argv);
 }

@@ -159,7 +159,7 @@ describe('capture start-up checks and setup (PostgreSQL 17)', () => {
     const out: string[] = [];
     const log = vi.spyOn(console, 'log').mockImplementation((line: unknown) => void out.push(String(line)));
     try {
-      await buildProgram().parseAsync(['node', 'event-assembler', 'setup', '--publication', 'pub_cli', '--slot', 'cli_slot', '--tables', 'public.invoice,public.by_index', '--role', 'shop_capture', '--print-sql']);
+      await (await buildProgram()).parseAsync(['node', 'event-assembler', 'setup', '--publication', 'pub_cli', '--slot', 'cli_slot', '--tables', 'public.invoice,public.by_index', '--role', 'shop_capture', '--print-sql']);
       const printed = out.join('\n');
       expect(printed).toContain('CREATE PUBLICATION pub_cli FOR TABLE public.invoice, public.by_index');
       expect(printed).toContain(`pg_create_logical_replication_slot('cli_slot', 'pgoutput')`);
@@ -169,13 +169,13 @@ describe('capture start-up checks and setup (PostgreSQL 17)', () => {
       expect(await db.query(`SELECT 1 FROM pg_publication WHERE pubname = 'pub_cli'`)).toHaveLength(0);
 
       out.length = 0;
-      await buildProgram().parseAsync(['node', 'event-assembler', 'setup', '--source', db.connectionString, '--publication', 'pub_cli', '--slot', 'cli_slot', '--tables', 'public.invoice']);
+      await (await buildProgram()).parseAsync(['node', 'event-assembler', 'setup', '--source', db.connectionString, '--publication', 'pub_cli', '--slot', 'cli_slot', '--tables', 'public.invoice']);
       expect(out.join('\n')).toMatch(/publication pub_cli: created[\s\S]*slot cli_slot: created/);
       expect(await db.query(`SELECT 1 FROM pg_replication_slots WHERE slot_name = 'cli_slot'`)).toHaveLength(1);
     } finally {
       log.mockRestore();
     }
-    const help = buildProgram().commands.find((c) => c.name() === 'setup')?.helpInformation() ?? '';
+    const help = (await buildProgram()).commands.find((c) => c.name() === 'setup')?.helpInformation() ?? '';
     expect(help).toContain('--print-sql');
   });
 

@@ -1,16 +1,23 @@
 import type { Command } from 'commander';
-import { register as registerSetup } from './setup.js';
-import { register as registerContracts } from './contracts.js';
-import { register as registerSnapshot } from './snapshot.js';
-import { register as registerRun } from './run.js';
-import { register as registerProject } from './project.js';
-import { register as registerDemo } from './demo.js';
-import { register as registerStatus } from './status.js';
-import { register as registerTeardown } from './teardown.js';
 
-/** Each subcommand module exports `register(program)`; add new ones to this list. */
-const registrations: Array<(program: Command) => void> = [registerSetup, registerContracts, registerSnapshot, registerRun, registerStatus, registerProject, registerTeardown, registerDemo];
+/**
+ * Each subcommand module exports `register(program)`; add new ones to this list (in help order).
+ * Loaded on demand: `run` does not load the consumer kit, the demo's embedded servers or the
+ * status page — less to load, and less memory for the long-running commands.
+ */
+const modules: Record<string, () => Promise<{ register(program: Command): void }>> = {
+  setup: () => import('./setup.js'),
+  contracts: () => import('./contracts.js'),
+  snapshot: () => import('./snapshot.js'),
+  run: () => import('./run.js'),
+  status: () => import('./status.js'),
+  project: () => import('./project.js'),
+  teardown: () => import('./teardown.js'),
+  demo: () => import('./demo.js'),
+};
 
-export function registerCommands(program: Command): void {
-  for (const register of registrations) register(program);
+/** Registers `only` when it names a subcommand (the one about to run), every subcommand otherwise (help, errors). */
+export async function registerCommands(program: Command, only?: string): Promise<void> {
+  const names = only !== undefined && Object.hasOwn(modules, only) ? [only] : Object.keys(modules);
+  for (const name of names) (await modules[name]!()).register(program);
 }
