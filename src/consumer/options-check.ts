@@ -18,3 +18,13 @@ export function checkCommonOptions(options: { readonly projection: Projection<an
   if (typeof options.kurrentdb !== 'string' || options.kurrentdb === '') fail('kurrentdb', 'must be a KurrentDB connection string (e.g. kurrentdb://localhost:2113?tls=false)');
   return fail;
 }
+
+const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
+
+/** `stateSchema` and `schema`, when given, are plain PostgreSQL identifiers (they are quoted into SQL). */
+export function checkSchemaNames(options: { readonly stateSchema?: string; readonly schema?: string }, fail: FailOption): void {
+  for (const field of ['stateSchema', 'schema'] as const) {
+    const value = options[field];
+    if (value !== undefined && (typeof value !== 'string' || !SCHEMA_NAME.test(value))) fail(field, 'must be a plain PostgreSQL identifier');
+  }
+}

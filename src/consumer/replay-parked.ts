@@ -6,6 +6,7 @@ import pg from 'pg';
 import { guardOf, handlerOf } from './apply-batch.js';
 import { loadContractStep, type ContractStep } from './contract-step.js';
 import { ProjectionConfigError } from './errors.js';
+import { checkSchemaNames } from './options-check.js';
 import { generationKey, generationSchema, requireRunnable } from './generation-store.js';
 import { deleteParkedEvent, parkedTableExists, readParkedEvents, recordedOfParked, type ParkedEvent } from './parked-events.js';
 import { toProjectionEvent } from './projection-event.js';
@@ -83,7 +84,6 @@ export interface ReplayParkedOptions {
 }
 
 const silent: ProjectionLogger = { info() {}, warn() {}, error() {} };
-const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function checkOptions(options: ReplayParkedOptions): void {
@@ -93,10 +93,7 @@ function checkOptions(options: ReplayParkedOptions): void {
   };
   if (!options?.projection || !(options.projection.deletes instanceof Set)) fail('projection', 'must be made with defineProjection({ … })');
   if (typeof options.postgres !== 'string' && !(options.postgres instanceof pg.Pool)) fail('postgres', 'must be a connection string or a pg.Pool');
-  for (const field of ['stateSchema', 'schema'] as const) {
-    const value = options[field];
-    if (value !== undefined && (typeof value !== 'string' || !SCHEMA_NAME.test(value))) fail(field, 'must be a plain PostgreSQL identifier');
-  }
+  checkSchemaNames(options, fail);
   if (options.generation !== undefined) {
     if (!Number.isInteger(options.generation) || options.generation < 1) fail('generation', `must be an integer ≥ 1 (found ${String(options.generation)})`);
     if (options.schema !== undefined) fail('schema', "does not go with generation: a generation's tables are in schema <name>_g<N>");

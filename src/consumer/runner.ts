@@ -5,7 +5,7 @@ import { KurrentDBClient } from '@kurrent/kurrentdb-client';
 import pg from 'pg';
 import { stateKey, type BatchTarget } from './apply-batch.js';
 import { loadContractStep } from './contract-step.js';
-import { checkCommonOptions } from './options-check.js';
+import { checkCommonOptions, checkSchemaNames } from './options-check.js';
 import { carriedUnits, openEventFeed, type EventFeed } from './event-feed.js';
 import { generationKey, generationSchema, readGenerations, requireRunnable } from './generation-store.js';
 import { awaitLease, leaseHolder, leaseName, releaseLease } from './lease.js';
@@ -19,14 +19,10 @@ import type { AllPosition, ProjectionLogger, ProjectionRunner, ProjectionRunnerO
 export const DEFAULT_STANDBY_POLL_MS = 1_000;
 
 const silent: ProjectionLogger = { info() {}, warn() {}, error() {} };
-const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
 
 function checkOptions(options: ProjectionRunnerOptions): void {
   const fail = checkCommonOptions(options);
-  for (const field of ['stateSchema', 'schema'] as const) {
-    const value = options[field];
-    if (value !== undefined && (typeof value !== 'string' || !SCHEMA_NAME.test(value))) fail(field, 'must be a plain PostgreSQL identifier');
-  }
+  checkSchemaNames(options, fail);
   if (options.contracts !== undefined && typeof options.contracts?.dir !== 'string') fail('contracts.dir', 'must be the contracts directory');
   if (options.generation !== undefined && options.generation !== 'serving') {
     if (!Number.isInteger(options.generation) || options.generation < 1) fail('generation', `must be an integer ≥ 1 or 'serving' (found ${String(options.generation)})`);
