@@ -53,7 +53,6 @@ export interface Reconciler<Row extends Record<string, unknown> = Record<string,
 }
 
 /** Any reconciler, whatever its row and state types. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyReconciler = Reconciler<any, any>;
 
 const TABLE = /^[A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z_][A-Za-z0-9_$]*$/;

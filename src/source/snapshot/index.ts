@@ -22,5 +22,6 @@ export {
 export { createProgressReporter, formatProgressLine, formatProgressRecord, formatCount, formatDuration, type ProgressReporter } from './reporter.js';
 export { adHocSnapshotProgress } from './ad-hoc.js';
 export { decodeSnapshotRequest, emitSnapshotRequest, encodeSnapshotRequest, newSnapshotRequest, SNAPSHOT_REQUEST_PREFIX, type SnapshotRequest } from './request.js';
-export { describeTable, publishedShape, requireKey, SnapshotError, type KeyText, type PublishedShape, type SnapshotTable } from './catalog.js';
+export { describeTable, publishedShape, quoteIdentifier, requireKey, rowFilterClause, SnapshotError, type KeyText, type PublishedShape, type SnapshotTable } from './catalog.js';
+export { copyOut, type CopyOutOptions } from './copy.js';
 export { createReplayModel, type ReplayModel } from './replay.js';

@@ -39,6 +39,8 @@ export interface CreateSlotWithSnapshotOptions {
   readonly plugin?: string;
   /** PostgreSQL 17 failover slot (synchronised to standbys). Default: false. */
   readonly failover?: boolean;
+  /** A temporary slot: dropped by the server when the connection ends (a reconciliation's cut). Default: false. */
+  readonly temporary?: boolean;
 }
 
 function clientConfig(connection: string | pg.ClientConfig): pg.ClientConfig {
@@ -60,7 +62,7 @@ export async function createSlotWithSnapshot(options: CreateSlotWithSnapshotOpti
   try {
     const flags = [`SNAPSHOT 'export'`, ...(options.failover ? ['FAILOVER'] : [])].join(', ');
     const result = await client.query<{ slot_name: string; consistent_point: string; snapshot_name: string; output_plugin: string }>(
-      `CREATE_REPLICATION_SLOT ${options.slot} LOGICAL ${plugin} (${flags})`,
+      `CREATE_REPLICATION_SLOT ${options.slot}${options.temporary ? ' TEMPORARY' : ''} LOGICAL ${plugin} (${flags})`,
     );
     const row = result.rows[0];
     if (!row?.snapshot_name) throw new SnapshotError('SNAPSHOT_EXPORT_FAILED', `the server created slot ${options.slot} but exported no snapshot`, { slot: options.slot });

@@ -1,0 +1,104 @@
+/**
+ * The destination side: one forward pass over `$all`, filtered on the server by the reconcilers'
+ * stream prefixes, and the cut rule for each event — a transaction's events count when its commit
+ * LSN is before the cut, a snapshot record's when the LSN it is ordered at is not after it (the
+ * record holds only what committed before that LSN). The positions come from the receipts the
+ * sink stamps (docs: src/sink/receipt.ts); an event without one (written by someone else) counts:
+ * it is in the destination now, and the comparison should see it.
+ */
+import { FORWARDS, START, streamNameFilter, type KurrentDBClient } from '@kurrent/kurrentdb-client';
+import { compareLsn, isLsn } from '../source/position.js';
+import type { Lsn } from '../source/types.js';
+import type { ReconcileEvent } from './define-reconciler.js';
+
+/** The LSN an event is ordered at, and whether it is a snapshot record's (`null`: no receipt). */
+export function eventPosition(metadata: Readonly<Record<string, string>>): { readonly lsn: Lsn; readonly snapshot: boolean } | null {
+  if (metadata['receipt.kind'] === 'snapshot') {
+    const lsn = metadata['receipt.lsn'];
+    return lsn !== undefined && isLsn(lsn) ? { lsn, snapshot: true } : null;
+  }
+  const lsn = metadata['receipt.commitLsn'] ?? metadata['source.commitLsn'];
+  return lsn !== undefined && isLsn(lsn) ? { lsn, snapshot: false } : null;
+}
+
+/** Whether an event belongs to the cut at `cut`. */
+export function inCut(metadata: Readonly<Record<string, string>>, cut: Lsn): boolean {
+  const position = eventPosition(metadata);
+  if (position === null) return true;
+  const order = compareLsn(position.lsn, cut);
+  return position.snapshot ? order <= 0 : order < 0;
+}
+
+function contractVersion(metadata: Readonly<Record<string, string>>, type: string): number | null {
+  const contract = metadata['contract'];
+  if (contract === undefined) return null;
+  const at = contract.lastIndexOf('@');
+  const version = Number(contract.slice(at + 1));
+  return at > 0 && contract.slice(0, at) === type && Number.isInteger(version) ? version : null;
+}
+
+function stringMetadata(value: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return out;
+  for (const [key, v] of Object.entries(value as Record<string, unknown>)) if (typeof v === 'string') out[key] = v;
+  return out;
+}
+
+function dataOf(value: unknown): unknown {
+  if (value instanceof Uint8Array) {
+    const text = Buffer.from(value).toString('utf8');
+    try {
+      return text === '' ? null : JSON.parse(text);
+    } catch {
+      return text;
+    }
+  }
+  return value;
+}
+
+/** An event of an entity stream with its revision, or a change of the stream's visibility. */
+export type DestinationRecord =
+  | { readonly kind: 'event'; readonly revision: number; readonly event: ReconcileEvent }
+  /** `$tb` (truncate before) from the stream's metadata: a soft delete sets it past every event. */
+  | { readonly kind: 'truncate'; readonly stream: string; readonly before: number }
+  /** A tombstone (hard delete). */
+  | { readonly kind: 'tombstone'; readonly stream: string };
+
+/** KurrentDB's `EventNumber.DeletedStream` (int64 max) and anything beyond 2^53 read as "every event". */
+const ALL = Number.MAX_SAFE_INTEGER;
+
+function truncateBefore(data: unknown): number | null {
+  const tb = (data as { $tb?: unknown } | null)?.$tb;
+  if (typeof tb === 'number') return tb >= ALL ? ALL : tb;
+  if (typeof tb === 'string' && /^\d+$/.test(tb)) return Math.min(Number(tb), ALL);
+  return null;
+}
+
+/**
+ * Every record of streams starting with one of `prefixes` — their events, and from their
+ * metastreams (`$$<stream>`) what hides events from a stream read (a truncation, a soft delete) —
+ * in `$all` order, so in revision order per stream. A stream read would not show an event before
+ * `$tb`, nor any after a tombstone: neither does the fold (`$all` keeps them until a scavenge).
+ */
+export async function* destinationRecords(client: KurrentDBClient, prefixes: readonly string[]): AsyncGenerator<DestinationRecord> {
+  const filter = streamNameFilter({ prefixes: [...prefixes, ...prefixes.map((p) => `$$${p}`)] });
+  for await (const resolved of client.readAll({ direction: FORWARDS, fromPosition: START, filter })) {
+    const event = resolved.event;
+    if (!event) continue;
+    if (event.streamId.startsWith('$$')) {
+      const before = event.type === '$metadata' ? truncateBefore(dataOf(event.data)) : null;
+      if (before !== null) yield { kind: 'truncate', stream: event.streamId.slice(2), before };
+      continue;
+    }
+    if (event.type === '$streamDeleted') {
+      yield { kind: 'tombstone', stream: event.streamId };
+      continue;
+    }
+    const metadata = stringMetadata(event.metadata);
+    yield {
+      kind: 'event',
+      revision: Number(event.revision),
+      event: { stream: event.streamId, type: event.type, version: contractVersion(metadata, event.type), data: dataOf(event.data), metadata },
+    };
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * The source side: one ordered scan (COPY, text format) per reconciler's table at the cut, only
+ * the reconciler's columns, and only rows the publications carry (their row filter). Values are
+ * decoded with the decoders the stream uses, so `expected(row)` sees what a mapper would.
+ */
+import type pg from 'pg';
+import { copyOut, describeTable, quoteIdentifier, rowFilterClause, type SnapshotTable } from '../source/snapshot/index.js';
+import type { AnyReconciler } from './define-reconciler.js';
+import { ReconcileError } from './errors.js';
+
+export interface SourceTable {
+  readonly description: SnapshotTable;
+  /** Indexes in the COPY's column list of the reconciler's columns (as named there). */
+  readonly columns: readonly { readonly name: string; readonly decode: (text: string) => unknown }[];
+  /** Key columns the reconciler reads (a report names the key only with all of them). */
+  readonly keyColumns: readonly string[];
+}
+
+/** Describes the reconciler's table and checks it: exists, has a primary key, has every column. */
+export async function sourceTable(client: pg.ClientBase, reconciler: AnyReconciler, publications: readonly string[]): Promise<SourceTable> {
+  let description: SnapshotTable;
+  try {
+    description = await describeTable(client, reconciler.table, { publications });
+  } catch (error) {
+    throw new ReconcileError('RECONCILE_RECONCILER_INVALID', `reconciler ${reconciler.name}: ${(error as Error).message}`, { reconciler: reconciler.name, table: reconciler.table }, { cause: error });
+  }
+  if (description.keyColumns.length === 0) {
+    throw new ReconcileError('RECONCILE_RECONCILER_INVALID', `reconciler ${reconciler.name}: table ${reconciler.table} has no primary key (or its key is not published): it cannot be scanned in key order`, {
+      reconciler: reconciler.name,
+      table: reconciler.table,
+    });
+  }
+  const columns = reconciler.columns.map((name: string) => {
+    const column = description.columns.find((c) => c.name === name);
+    if (!column) {
+      throw new ReconcileError('RECONCILE_RECONCILER_INVALID', `reconciler ${reconciler.name}: table ${reconciler.table} has no (published) column "${name}"`, { reconciler: reconciler.name, table: reconciler.table, column: name });
+    }
+    return { name, decode: column.decode };
+  });
+  const keyColumns = description.keyColumns.every((k) => reconciler.columns.includes(k)) ? description.keyColumns : [];
+  return { description, columns, keyColumns };
+}
+
+function selectSql(t: SourceTable, sample: { readonly rows: number; readonly percent: number } | null): string {
+  const d = t.description;
+  const list = t.columns.map((c) => quoteIdentifier(c.name)).join(', ');
+  const order = d.keyColumns.map(quoteIdentifier).join(', ');
+  const from = sample ? `${d.sql} TABLESAMPLE BERNOULLI (${sample.percent})` : d.sql;
+  const limit = sample ? ` LIMIT ${sample.rows}` : '';
+  return `SELECT ${list} FROM ${from}${rowFilterClause(d)} ORDER BY ${order}${limit}`;
+}
+
+/**
+ * The table's rows at the cut, in key order, decoded (`client` is in the cut's transaction). With
+ * `sample`, about that many rows drawn at random (BERNOULLI over the estimated row count).
+ */
+export async function* sourceRows(client: pg.ClientBase, t: SourceTable, sample: number | null = null): AsyncGenerator<Record<string, unknown>[]> {
+  let sampling: { rows: number; percent: number } | null = null;
+  if (sample !== null) {
+    const estimated = Math.max(1, t.description.estimatedRows ?? sample);
+    // A little over the share needed, so the LIMIT (not the luck of the draw) sets the count.
+    sampling = { rows: sample, percent: Math.min(100, Math.max(0.0001, (sample / estimated) * 100 * 1.5)) };
+  }
+  const sql = `COPY (${selectSql(t, sampling)}) TO STDOUT`;
+  for await (const batch of copyOut(client, sql, { batchRows: 2000 })) {
+    const rows = batch.map((texts) => {
+      const row: Record<string, unknown> = {};
+      for (let i = 0; i < t.columns.length; i++) {
+        const text = texts[i];
+        const c = t.columns[i]!;
+        row[c.name] = text === null || text === undefined ? null : c.decode(text);
+      }
+      return row;
+    });
+    yield rows;
+  }
+}
