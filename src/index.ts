@@ -71,6 +71,7 @@ export {
 } from './pipeline/index.js';
 export type { ObservabilityAddress, StatusDocument, SnapshotTableSignal, HeartbeatStatus, SlotReading, SlotDecodingStats, WalStatus } from './observability/index.js';
 export type { OfflineStatus } from './observability/offline-status.js';
+export * from './reconcile/index.js';
 export {
   defineProjection,
   defineProjectionConfig,

@@ -5,8 +5,10 @@
 import { z } from 'zod';
 import type { AnyMapper } from '../mapping/index.js';
 import type { PostgresSourceTable } from '../source/index.js';
+import type { AnyReconciler } from '../reconcile/define-reconciler.js';
 import { add, capturedTables, checkMapperNames, contractsDir, FIXES, member, reported, resolveSecret, zodProblem, type Findings } from './checks.js';
 import { ConfigError } from './config-error.js';
+import { checkReconcilers } from './reconcilers.js';
 import { createRedactor, type Redactor } from './redact.js';
 
 export { ConfigError, type ConfigErrorDetails } from './config-error.js';
@@ -191,6 +193,8 @@ export interface AssemblerConfig {
   readonly standby?: StandbyConfig;
   /** Metrics, health endpoints and the freshness heartbeat (docs/operations.md). Default: off. */
   readonly observability?: ObservabilityConfig;
+  /** What `event-assembler reconcile` compares: one `defineReconciler(…)` per table (docs/reconcile.md). Default: none. */
+  readonly reconcilers?: readonly AnyReconciler[];
 }
 
 /** Only types the configuration (so an editor can complete it); validation happens in `parseConfig`. */
@@ -233,6 +237,8 @@ export interface ResolvedConfig {
   readonly standby: { readonly pollIntervalMs: number };
   /** `null`: no listener, no heartbeat. */
   readonly observability: { readonly port: number; readonly host: string; readonly heartbeatIntervalMs: number; readonly maxFreshnessMs: number } | null;
+  /** `[]` when none are configured. */
+  readonly reconcilers: readonly AnyReconciler[];
   /** Masks the configuration's secrets in texts, log fields and errors. */
   readonly redactor: Redactor;
 }
@@ -322,6 +328,8 @@ const configSchema = z
       })
       .strict()
       .optional(),
+    // Checked by checkReconcilers (made by defineReconciler, tables and columns the mappers allow).
+    reconcilers: z.array(z.unknown()).optional(),
   })
   .strict();
 
@@ -357,6 +365,7 @@ export function parseConfig(config: AssemblerConfig, options: ParseConfigOptions
   const connection = resolveSecret(member(given['source'], 'connection'), 'source.connection', findings);
   const connectionString = resolveSecret(member(given['destination'], 'connectionString'), 'destination.connectionString', findings);
   const dir = contractsDir(member(given['contracts'], 'dir'), options, findings);
+  const reconcilers = checkReconcilers(given['reconcilers'], mappers, findings);
   if (!parsed.success || findings.problems.length > 0 || connection === null || connectionString === null || dir === null) throw ConfigError.of(findings.problems);
   const c = parsed.data;
 
@@ -385,6 +394,7 @@ export function parseConfig(config: AssemblerConfig, options: ParseConfigOptions
     lifecycle: { drainTimeoutMs: c.lifecycle.drainTimeoutMs, startupTimeoutMs: c.lifecycle.startupTimeoutMs ?? null },
     standby: c.standby,
     observability: c.observability ?? null,
+    reconcilers,
     redactor: createRedactor([connection, connectionString]),
   };
 }

@@ -42,7 +42,7 @@ export interface ReconcilerDefinition<Row extends Record<string, unknown>, State
   /** True when the folded state says the entity was deleted (a delete or purge event). Default: never. */
   deleted?(state: State): boolean;
   /** State fields whose values reports show masked (personal data the events may carry). Default: none. */
-  readonly mask?: readonly (keyof State & string)[];
+  readonly mask?: readonly string[];
 }
 
 /** A reconciler as the configuration holds it. */

@@ -17,7 +17,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 /** The guides whose code blocks are checked. */
-const GUIDES = ['README.md', 'docs/bulk-transactions.md', 'docs/mappers.md', 'docs/contracts.md', 'docs/running.md', 'docs/consumers.md', 'docs/operations.md'];
+const GUIDES = ['README.md', 'docs/bulk-transactions.md', 'docs/mappers.md', 'docs/contracts.md', 'docs/running.md', 'docs/consumers.md', 'docs/operations.md', 'docs/reconcile.md'];
 /** The info string of a block that is type-checked but not run. */
 const CHECK_ONLY = 'ts check-only';
 /** How many check-only blocks the guides hold; raise it only for a block that cannot run here. */

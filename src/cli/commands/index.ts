@@ -11,6 +11,7 @@ const modules: Record<string, () => Promise<{ register(program: Command): void }
   snapshot: () => import('./snapshot.js'),
   run: () => import('./run.js'),
   status: () => import('./status.js'),
+  reconcile: () => import('./reconcile.js'),
   project: () => import('./project.js'),
   teardown: () => import('./teardown.js'),
   demo: () => import('./demo.js'),
