@@ -188,6 +188,8 @@ export function writeRigConfig(
     readonly lifecycle?: string;
     /** The `observability` field as TypeScript source, e.g. `{ port: 0 }`. */
     readonly observability?: string;
+    /** Adds the invoicing example's reconcilers (`event-assembler reconcile`). */
+    readonly reconcilers?: boolean;
   },
 ): string {
   const src = (path: string) => pathToFileURL(join(process.cwd(), path)).href;
@@ -197,13 +199,13 @@ export function writeRigConfig(
   writeFileSync(
     file,
     `import { defineConfig } from '${src('src/config/index.ts')}';
-import { mappers } from '${src('examples/invoicing/index.ts')}';
+import { mappers${options.reconcilers ? ', reconcilers' : ''} } from '${src('examples/invoicing/index.ts')}';
 export default defineConfig({
   name: '${options.name}',
   source: { connection: ${ref('CAPTURE_URL')}, slot: '${rig.slots[0]}', publication: '${rig.publication}'${options.statusIntervalMs !== undefined ? `, statusIntervalMs: ${options.statusIntervalMs}` : ''} },
   destination: { connectionString: ${ref('KURRENTDB_URL')} },
   mappers,
-  contracts: { dir: '${join(process.cwd(), 'contracts/invoicing')}' },${options.snapshot ? `\n  snapshot: ${options.snapshot},` : ''}${options.lifecycle ? `\n  lifecycle: ${options.lifecycle},` : ''}${options.observability ? `\n  observability: ${options.observability},` : ''}
+  contracts: { dir: '${join(process.cwd(), 'contracts/invoicing')}' },${options.snapshot ? `\n  snapshot: ${options.snapshot},` : ''}${options.lifecycle ? `\n  lifecycle: ${options.lifecycle},` : ''}${options.observability ? `\n  observability: ${options.observability},` : ''}${options.reconcilers ? '\n  reconcilers,' : ''}
 });
 `,
   );
