@@ -20,6 +20,21 @@ export interface CustomerRegisteredV1 {
   country: string;
 }
 
+// InvoiceDiscarded v1
+/**
+ * A draft invoice was discarded: its row, with status 'draft', was deleted (drafts have no lines). Stream: invoice-<invoiceId>.
+ */
+export interface InvoiceDiscardedV1 {
+  /**
+   * invoice.id of the deleted row
+   */
+  invoiceId: string;
+  /**
+   * The commit time of the source transaction that deleted the draft
+   */
+  discardedAt: string;
+}
+
 // InvoiceDrafted v1
 /**
  * A draft invoice was created (insert into invoice with status 'draft'). Stream: invoice-<invoiceId>.
@@ -239,6 +254,7 @@ export interface InvoiceVoidedV1 {
 /** Event data type per contract, keyed `type@version`. */
 export interface EventContracts {
   'CustomerRegistered@1': CustomerRegisteredV1;
+  'InvoiceDiscarded@1': InvoiceDiscardedV1;
   'InvoiceDrafted@1': InvoiceDraftedV1;
   'InvoiceImported@1': InvoiceImportedV1;
   'InvoiceIssued@1': InvoiceIssuedV1;
@@ -250,6 +266,7 @@ export interface EventContracts {
 /** Event data type of the latest version of each event type. */
 export type LatestEventContracts = {
   CustomerRegistered: CustomerRegisteredV1;
+  InvoiceDiscarded: InvoiceDiscardedV1;
   InvoiceDrafted: InvoiceDraftedV1;
   InvoiceImported: InvoiceImportedV1;
   InvoiceIssued: InvoiceIssuedV2;
@@ -260,6 +277,7 @@ export type LatestEventContracts = {
 /** The latest version number of each event type. */
 export type LatestEventVersions = {
   CustomerRegistered: 1;
+  InvoiceDiscarded: 1;
   InvoiceDrafted: 1;
   InvoiceImported: 1;
   InvoiceIssued: 2;

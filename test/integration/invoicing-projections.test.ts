@@ -19,7 +19,7 @@ import { createKurrentDBSink } from '../../src/sink/index.js';
 import type { Sink } from '../../src/sink/types.js';
 import { encodeCheckpoint } from '../../src/source/position.js';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
-import { insert, snapshotRecord, transaction, update } from '../../src/testing/mapper-kit.js';
+import { del, insert, snapshotRecord, transaction, update } from '../../src/testing/mapper-kit.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
 
 const SYSTEM_ID = '7400000000000000042';
@@ -45,7 +45,7 @@ const invoiceRow = (id: string, customer: string, status: string, currency: stri
 const line = (invoiceId: string, lineNo: number, quantity: number, unitPrice: string, amount: string) =>
   insert('public.invoice_line', { invoice_id: invoiceId, line_no: lineNo, description: 'consulting hour', quantity, unit_price: unitPrice, amount }, { key: ['invoice_id', 'line_no'] });
 
-/** The application's transactions: draft, issue (lines + status in one transaction), pay (payment + status), void. */
+/** The application's transactions: draft, issue (lines + status in one transaction), pay (payment + status), void, discard (delete a draft). */
 const draft = (id: string, customer: string, currency: string) => [insert('public.invoice', invoiceRow(id, customer, 'draft', currency))];
 function issue(id: string, customer: string, currency: string, number: string, lines: readonly [number, string, string][]) {
   const total = lines.reduce((cents, [, , amount]) => cents + Math.round(Number(amount) * 100), 0);
@@ -63,6 +63,8 @@ function voidInvoice(id: string, customer: string, currency: string, from: 'draf
   const before = invoiceRow(id, customer, from, currency, total, from === 'issued' ? `N-${id}` : null);
   return [update('public.invoice', before, { ...before, status: 'void', void_reason: 'customer cancelled' })];
 }
+/** REPLICA IDENTITY FULL: the delete carries the whole old row. */
+const discard = (id: string, customer: string, currency: string) => [del('public.invoice', invoiceRow(id, customer, 'draft', currency))];
 
 /** Invoices that existed before capture began: read by the initial snapshot (InvoiceImported). */
 const SEEDED = [
@@ -87,6 +89,9 @@ const HISTORY = [
   issue('inv_4', 'cus_3', 'SEK', 'N-inv_4', [[1, '1000.01', '1000.01']]), // read back as a stored InvoiceIssued v1
   draft('inv_5', 'cus_1', 'EUR'),
   issue('inv_5', 'cus_1', 'EUR', 'N-inv_5', [[1, '0.10', '0.10'], [1, '0.20', '0.20'], [1, '0.40', '0.40']]), // 0.70
+  discard('inv_s4', 'cus_2', 'USD'), // an imported draft, discarded live
+  draft('inv_6', 'cus_4', 'EUR'),
+  discard('inv_6', 'cus_4', 'EUR'), // cus_4's only invoice: no summary row is left
 ];
 
 /** What the source history says: per invoice status, paid and outstanding; per customer the summary. */
@@ -99,11 +104,10 @@ const EXPECTED_INVOICES = [
   { invoice_id: 'inv_s1', customer_id: 'cus_1', status: 'paid', total: '100.00', paid: '100.00', outstanding: '0.00' },
   { invoice_id: 'inv_s2', customer_id: 'cus_1', status: 'paid', total: '50.00', paid: '50.00', outstanding: '0.00' },
   { invoice_id: 'inv_s3', customer_id: 'cus_2', status: 'void', total: '20.00', paid: '0.00', outstanding: '0.00' },
-  { invoice_id: 'inv_s4', customer_id: 'cus_2', status: 'draft', total: '0.00', paid: '0.00', outstanding: '0.00' },
 ];
 const EXPECTED_CUSTOMERS = [
   { customer_id: 'cus_1', invoices: 4, total_issued: '185.80', total_paid: '185.10', outstanding: '0.70' },
-  { customer_id: 'cus_2', invoices: 3, total_issued: '0.00', total_paid: '0.00', outstanding: '0.00' },
+  { customer_id: 'cus_2', invoices: 2, total_issued: '0.00', total_paid: '0.00', outstanding: '0.00' },
   { customer_id: 'cus_3', invoices: 2, total_issued: '1000.01', total_paid: '0.00', outstanding: '1000.01' },
 ];
 
@@ -197,7 +201,7 @@ describe('invoicing projections (invoices, customerSummary) through the kit', ()
 
   it('reads every event the history makes, with entity and source version (so each replay guard applies)', () => {
     expect(events.map((e) => e.type).sort()).toEqual(
-      [...Array(4).fill('InvoiceImported'), ...Array(5).fill('InvoiceDrafted'), ...Array(4).fill('InvoiceIssued'), ...Array(2).fill('InvoicePaid'), ...Array(2).fill('InvoiceVoided')].sort(),
+      [...Array(4).fill('InvoiceImported'), ...Array(6).fill('InvoiceDrafted'), ...Array(4).fill('InvoiceIssued'), ...Array(2).fill('InvoicePaid'), ...Array(2).fill('InvoiceVoided'), ...Array(2).fill('InvoiceDiscarded')].sort(),
     );
     for (const e of events) expect(e.entity?.type === 'invoice' && e.sourceVersion !== null, `${e.type} ${e.stream}`).toBe(true);
     expect(events.filter((e) => e.version === 1 && e.type === 'InvoiceIssued')).toHaveLength(1);

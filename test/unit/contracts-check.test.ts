@@ -35,7 +35,7 @@ describe('checkContracts (pure)', () => {
   it('passes the committed contracts against themselves', () => {
     const report = checkContracts({ current: published, published, dir: 'contracts' });
     expect(report.violations).toEqual([]);
-    expect(report.contracts).toBe(7);
+    expect(report.contracts).toBe(8);
     expect(report.newVersions).toEqual([]);
   });
 
@@ -83,6 +83,7 @@ describe('checkContracts (pure)', () => {
     // InvoiceIssued v2 is not classified: its previous version is broken.
     expect(report.newVersions.map((n) => [n.key, n.classification])).toEqual([
       ['CustomerRegistered@1', 'initial'],
+      ['InvoiceDiscarded@1', 'initial'],
       ['InvoiceDrafted@1', 'initial'],
       ['InvoiceImported@1', 'initial'],
       ['InvoicePaid@1', 'initial'],
@@ -135,7 +136,7 @@ describe('contracts check against a git ref (temporary repository)', () => {
     cpSync(join(contractsDir, 'invoicing'), join(repo, 'contracts', 'invoicing'), { recursive: true });
     const { code, out } = await run({ dir: 'contracts' });
     expect(code).toBe(0);
-    expect(out.at(-1)).toBe('contracts check: 7 contract(s) in contracts, 0 violation(s); baseline HEAD (no commits yet: nothing published)');
+    expect(out.at(-1)).toBe('contracts check: 8 contract(s) in contracts, 0 violation(s); baseline HEAD (no commits yet: nothing published)');
   });
 
   it('passes a clean checkout and allows description edits', async () => {

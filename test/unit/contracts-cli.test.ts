@@ -30,7 +30,7 @@ describe('event-assembler contracts (exit codes for CI)', () => {
   it('0: contracts are fine', async () => {
     const { code, stdout } = await cli(['contracts', 'check', '--no-against'], work);
     expect(code).toBe(0);
-    expect(stdout).toContain('contracts check: 7 contract(s) in contracts, 0 violation(s)');
+    expect(stdout).toContain('contracts check: 8 contract(s) in contracts, 0 violation(s)');
   });
 
   it('1: violations, one line each', async () => {

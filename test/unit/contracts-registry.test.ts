@@ -57,6 +57,7 @@ describe('contract registry over contracts/invoicing', () => {
   it('keys every contract by type@version, sorted', () => {
     expect(registry.list().map((c) => c.key)).toEqual([
       'CustomerRegistered@1',
+      'InvoiceDiscarded@1',
       'InvoiceDrafted@1',
       'InvoiceImported@1',
       'InvoiceIssued@1',
@@ -77,6 +78,7 @@ describe('contract registry over contracts/invoicing', () => {
     expect(registry.validate('InvoiceIssued', 2, issuedV2())).toEqual({ ok: true });
     expect(registry.validate('InvoiceIssued', 2, issuedV2({ dueDate: null, issuedAt: '2026-03-01T11:30:00.5+02:00' }))).toEqual({ ok: true });
     expect(registry.validate('InvoiceVoided', 1, { invoiceId: 'inv_1', reason: null, voidedAt: '2026-03-02T10:00:00Z' })).toEqual({ ok: true });
+    expect(registry.validate('InvoiceDiscarded', 1, { invoiceId: 'inv_1', discardedAt: '2026-03-02T10:00:00.000000Z' })).toEqual({ ok: true });
   });
 
   // Each row: event data, and the violations (JSON pointer into the data + keyword) expected.
@@ -121,7 +123,7 @@ describe('contract registry over contracts/invoicing', () => {
     expect(unknownVersion.message).toBe('unknown contract InvoiceIssued@3 (known versions of InvoiceIssued: 1, 2)');
     const unknownType = contractError(() => registry.latestVersion('InvoiceShipped'));
     expect(unknownType.code).toBe('CONTRACT_UNKNOWN');
-    expect(unknownType.message).toContain('unknown event type "InvoiceShipped"; known types: CustomerRegistered, InvoiceDrafted');
+    expect(unknownType.message).toContain('unknown event type "InvoiceShipped"; known types: CustomerRegistered, InvoiceDiscarded, InvoiceDrafted');
   });
 });
 

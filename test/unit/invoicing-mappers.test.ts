@@ -112,6 +112,20 @@ describe('invoice lifecycle', () => {
       .then([{ stream: 'invoice-inv_1', type: 'InvoiceVoided', version: 1, data: { invoiceId: 'inv_1', reason: 'duplicate', voidedAt: '2026-01-20T12:00:00.000000Z' } }]);
   });
 
+  it('InvoiceDiscarded with the commit time when a draft is deleted', () => {
+    mapperSpec(invoiceLifecycle)
+      .when(transaction([del('public.invoice', draft)], { commitTime: '2026-01-18T16:45:00.000000Z' }))
+      .then([{ stream: 'invoice-inv_1', type: 'InvoiceDiscarded', version: 1, data: { invoiceId: 'inv_1', discardedAt: '2026-01-18T16:45:00.000000Z' } }]);
+  });
+
+  it('nothing when an invoice that was not a draft is deleted', () => {
+    mapperSpec(invoiceLifecycle).when([del('public.invoice', issued)]).thenNothing();
+  });
+
+  it('fails loudly when a delete carries only the key (REPLICA IDENTITY not FULL)', () => {
+    mapperSpec(invoiceLifecycle).when([del('public.invoice', { id: 'inv_1' })]).thenThrows('REPLICA IDENTITY FULL');
+  });
+
   it('nothing for other updates, or for snapshot records', () => {
     mapperSpec(invoiceLifecycle).when([update('public.invoice', issued, { ...issued, total: '140.00' })]).thenNothing();
     mapperSpec(invoiceLifecycle).when(snapshotRecord('public.invoice', issued)).thenNothing();

@@ -1,6 +1,6 @@
-import { defineMapper, type EventFor } from '../../../src/mapping/index.js';
+import { defineMapper, type DeleteView, type EventFor } from '../../../src/mapping/index.js';
 import { declareTable, invoicingTables } from './tables.js';
-import type { EventContracts, InvoiceLineRow, InvoiceRow, InvoicingTables } from './types.js';
+import type { EventContracts, InvoiceLineRow, InvoiceRow, InvoiceStatus, InvoicingTables } from './types.js';
 
 type InvoiceEvent = EventFor<EventContracts>;
 
@@ -9,9 +9,11 @@ type InvoiceEvent = EventFor<EventContracts>;
  * - insert with status `draft` → InvoiceDrafted v1;
  * - update `draft` → `issued` → InvoiceIssued v2, with the lines the application inserted in
  *   the same transaction (it issues an invoice by writing its lines and flipping the status at once);
- * - update to `void` → InvoiceVoided v1 (voidedAt = commit time).
+ * - update to `void` → InvoiceVoided v1 (voidedAt = commit time);
+ * - delete of a row whose old status was `draft` → InvoiceDiscarded v1 (discardedAt = commit
+ *   time). The application deletes only drafts; a delete of any other invoice makes no event.
  *
- * Needs the old `status` (REPLICA IDENTITY FULL on invoice). Snapshot records are left to `invoice-import`.
+ * Needs the old `status` of updates and deletes (REPLICA IDENTITY FULL on invoice). Snapshot records are left to `invoice-import`.
  * Made for the tables in `schema` (default `public`).
  */
 export function createInvoiceLifecycleMapper(schema = 'public') {
@@ -46,6 +48,11 @@ export function createInvoiceLifecycleMapper(schema = 'public') {
             version: 1,
             data: { invoiceId: change.after.id, reason: change.after.void_reason, voidedAt: tx.commitTime },
           });
+        } else if (change.op === 'delete') {
+          const deleted = deletedInvoice(change);
+          if (deleted.status === 'draft') {
+            events.push({ stream: `invoice-${deleted.id}`, type: 'InvoiceDiscarded', version: 1, data: { invoiceId: deleted.id, discardedAt: tx.commitTime } });
+          }
         }
       }
       return events;
@@ -55,6 +62,18 @@ export function createInvoiceLifecycleMapper(schema = 'public') {
 
 /** The invoice-lifecycle mapper for the tables in `public`. */
 export const invoiceLifecycle = createInvoiceLifecycleMapper();
+
+/** The id and old status of a deleted invoice. */
+function deletedInvoice(change: DeleteView<InvoiceRow>): { readonly id: string; readonly status: InvoiceStatus } {
+  const id = change.key.id;
+  const status = change.before?.status;
+  // Loud rather than no event: without the old status a discarded draft cannot be told from
+  // another delete, and silently dropping it would leave the stream claiming a live draft.
+  if (id === undefined || status === undefined) {
+    throw new Error(`a delete of ${change.table} came without the row's old status; the table needs REPLICA IDENTITY FULL`);
+  }
+  return { id, status };
+}
 
 function invoiceIssued(invoice: InvoiceRow, lines: readonly InvoiceLineRow[], commitTime: string): InvoiceEvent {
   if (lines.length === 0) {

@@ -71,11 +71,28 @@ async function change(ctx: ProjectionContext, type: string, invoiceId: string, s
 }
 
 /**
+ * Forgets a discarded invoice: takes what it contributed (nothing, for a draft, but the
+ * statement does not rely on it) and its count off its customer's row, and drops a row left
+ * with no invoice, so the summary keeps only customers with at least one.
+ */
+async function untrack(ctx: ProjectionContext, type: string, invoiceId: string): Promise<void> {
+  const result = await ctx.client.query<{ customer_id: string; issued: string; paid: string; outstanding: string }>(
+    `DELETE FROM ${tableIn(ctx.schema, CUSTOMER_SUMMARY_INVOICES_TABLE)} WHERE invoice_id = $1
+     RETURNING customer_id, (-issued)::text AS issued, (-paid)::text AS paid, (-outstanding)::text AS outstanding`,
+    [invoiceId],
+  );
+  const row = result.rows[0];
+  if (!row) throw new Error(`${type} for invoice ${invoiceId}, which the customerSummary projection does not hold`);
+  await addToCustomer(ctx, row.customer_id, { invoices: -1, issued: row.issued, paid: row.paid, outstanding: row.outstanding });
+  await ctx.client.query(`DELETE FROM ${tableIn(ctx.schema, CUSTOMER_SUMMARY_TABLE)} WHERE customer_id = $1 AND invoices = 0`, [row.customer_id]);
+}
+
+/**
  * Per customer with at least one invoice (a customer appears with its first invoice):
  * `invoices` (every status), `total_issued` (totals of invoices issued or paid — a voided invoice
  * no longer counts), `total_paid` (payments received), `outstanding` (issued − paid, voided
  * invoices owing nothing). Same rules as `invoices`: an imported `paid` invoice counts as paid in
- * full; voiding cancels what the invoice still owed.
+ * full; voiding cancels what the invoice still owed; a discarded draft is no invoice any more.
  */
 export function createCustomerSummaryProjection(options: InvoicingProjectionOptions = {}): Projection<LatestEventContracts> {
   const mine = (invoiceId: string) => inScope(options, invoiceId);
@@ -83,6 +100,7 @@ export function createCustomerSummaryProjection(options: InvoicingProjectionOpti
     name: 'customer-summary',
     from: { categories: ['invoice'] },
     ...(options.batchSize ? { batchSize: options.batchSize } : {}),
+    deletes: ['InvoiceDiscarded'],
     setup,
     handlers: {
       InvoiceDrafted: async ({ data }, ctx) => {
@@ -106,6 +124,9 @@ export function createCustomerSummaryProjection(options: InvoicingProjectionOpti
       },
       InvoiceVoided: async ({ type, data }, ctx) => {
         if (mine(data.invoiceId)) await change(ctx, type, data.invoiceId, 'issued = 0, outstanding = 0', []);
+      },
+      InvoiceDiscarded: async ({ type, data }, ctx) => {
+        if (mine(data.invoiceId)) await untrack(ctx, type, data.invoiceId);
       },
     },
   });

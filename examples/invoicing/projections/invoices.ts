@@ -34,7 +34,9 @@ function found(result: pg.QueryResult, type: string, invoiceId: string): void {
  * - `InvoiceIssued` (v2; v1 upcast by the runner's contracts) adds the total to `outstanding`;
  * - `InvoicePaid` subtracts its amount from `outstanding` and adds it to `paid`;
  * - `InvoiceVoided` sets status void and `outstanding` to 0: voiding cancels the invoice, so
- *   nothing is owed on it any more; payments already received stay in `paid`.
+ *   nothing is owed on it any more; payments already received stay in `paid`;
+ * - `InvoiceDiscarded` removes the row (only drafts are discarded: nothing was owed or paid) and
+ *   is a delete for the kit, whose tombstone keeps a replayed older event from bringing it back.
  */
 export function createInvoicesProjection(options: InvoicingProjectionOptions = {}): Projection<LatestEventContracts> {
   const mine = (invoiceId: string) => inScope(options, invoiceId);
@@ -42,6 +44,7 @@ export function createInvoicesProjection(options: InvoicingProjectionOptions = {
     name: 'invoices',
     from: { categories: ['invoice'] },
     ...(options.batchSize ? { batchSize: options.batchSize } : {}),
+    deletes: ['InvoiceDiscarded'],
     setup,
     handlers: {
       InvoiceDrafted: async ({ data }, { client, schema }) => {
@@ -83,6 +86,11 @@ export function createInvoicesProjection(options: InvoicingProjectionOptions = {
       InvoiceVoided: async ({ type, data }, { client, schema }) => {
         if (!mine(data.invoiceId)) return;
         const result = await client.query(`UPDATE ${tableIn(schema, INVOICES_TABLE)} SET status = 'void', outstanding = 0 WHERE invoice_id = $1`, [data.invoiceId]);
+        found(result, type, data.invoiceId);
+      },
+      InvoiceDiscarded: async ({ type, data }, { client, schema }) => {
+        if (!mine(data.invoiceId)) return;
+        const result = await client.query(`DELETE FROM ${tableIn(schema, INVOICES_TABLE)} WHERE invoice_id = $1`, [data.invoiceId]);
         found(result, type, data.invoiceId);
       },
     },
