@@ -22,7 +22,7 @@ export function droppingTotal(drop: (invoiceId: string) => boolean): AnyMapper {
     name: real.name,
     tables: real.tables,
     map: (tx) =>
-      real.map(tx).map((e) =>
+      [...real.map(tx)].map((e) =>
         e.type === 'InvoiceIssued' && drop((e.data as { invoiceId: string }).invoiceId) ? { ...e, data: { ...e.data, total: { ...(e.data as { total: object }).total, amount: null } } } : e,
       ) as ReturnType<typeof real.map>,
   });
@@ -31,7 +31,7 @@ export function droppingTotal(drop: (invoiceId: string) => boolean): AnyMapper {
 /** The lifecycle mapper with the other bug: deletes make no event. */
 export function ignoringDeletes(): AnyMapper {
   const real = createInvoiceLifecycleMapper();
-  return defineMapper({ name: real.name, tables: real.tables, map: (tx) => real.map(tx).filter((e) => e.type !== 'InvoiceDiscarded') as ReturnType<typeof real.map> });
+  return defineMapper({ name: real.name, tables: real.tables, map: (tx) => [...real.map(tx)].filter((e) => e.type !== 'InvoiceDiscarded') as ReturnType<typeof real.map> });
 }
 
 /** A copy of the invoicing contracts where InvoiceIssued v2's amount may be null: the contract that "lost" its guard. */
@@ -94,7 +94,7 @@ export async function createReconcileLine(rig: PipelineRig, dir: string): Promis
   };
   await start();
 
-  return {
+  const line: ReconcileLine = {
     rig,
     name,
     kurrent,
@@ -146,10 +146,11 @@ export async function createReconcileLine(rig: PipelineRig, dir: string): Promis
       await kurrent.appendToStream(stream, jsonEvent({ type, data, metadata }));
     },
     async close() {
-      await this.pauseLive().catch(() => undefined);
+      await line.pauseLive().catch(() => undefined);
       await stop().catch(() => undefined);
       await live.close().catch(() => undefined);
       await kurrent.dispose().catch(() => undefined);
     },
   };
+  return line;
 }
