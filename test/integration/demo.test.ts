@@ -109,6 +109,10 @@ describe('demo on given servers (--source, --kurrentdb)', () => {
     expect(line![1]).toBe(line![3]); // one row per source invoice
     expect(line![2]).toBe(line![4]); // one row per customer with invoices
     expect(Number(line![1])).toBeGreaterThan(50);
+    // The production check too: reconcile at a consistent cut, every invoice agreeing.
+    const reconciled = /reconcile +at cut [0-9A-F]+\/[0-9A-F]+: demo_\w+\.invoice (\d+) rows agree with their streams/.exec(run.stdout);
+    expect(reconciled, run.stdout).not.toBeNull();
+    expect(reconciled![1]).toBe(line![1]);
     // The projections' schema (tables and the kit's state) is the demo's own: dropped at the end.
     expect(await db.query(`SELECT nspname FROM pg_namespace WHERE nspname LIKE 'demo\\_%'`)).toEqual([]);
   });
@@ -212,6 +216,7 @@ describe('demo on its own servers', () => {
     expect(run.stdout).toContain('(embedded)');
     expect(run.stdout).toContain('destination check: OK');
     expect(run.stdout).toMatch(/projections +invoices \d+ rows, customerSummary \d+ rows caught up in \d+\.\d s; balances: OK/);
+    expect(run.stdout).toMatch(/reconcile +at cut \S+: invoicing\.invoice \d+ rows agree with their streams/);
     const port = Number(/PostgreSQL 17 on 127\.0\.0\.1:(\d+)/.exec(run.stdout)?.[1]);
     expect(await isPortOpen('127.0.0.1', port)).toBe(false);
   }, RUN_TIMEOUT_MS);

@@ -5,6 +5,7 @@ import { readFile } from 'node:fs/promises';
 import type { Upcaster } from '../../../contracts/upcasters.js';
 import type { Projection } from '../../../consumer/index.js';
 import type { AnyMapper } from '../../../mapping/index.js';
+import type { AnyReconciler } from '../../../reconcile/index.js';
 
 export const EXAMPLE = new URL('../../../../examples/invoicing/', import.meta.url);
 
@@ -25,6 +26,8 @@ export interface Workload {
 export interface InvoicingExample {
   /** The example's mappers for its tables in `schema`. */
   createInvoicingMappers(schema: string): readonly AnyMapper[];
+  /** The example's reconcilers (invoices, customers) for its tables in `schema`. */
+  createInvoicingReconcilers(schema: string): readonly AnyReconciler[];
   createInvoicingWorkload(options: {
     connection: string;
     schema: string;
@@ -41,11 +44,11 @@ export interface InvoicingExample {
 
 export async function loadExample(): Promise<InvoicingExample> {
   try {
-    const { createInvoicingMappers } = (await import(new URL('index.ts', EXAMPLE).href)) as Pick<InvoicingExample, 'createInvoicingMappers'>;
+    const { createInvoicingMappers, createInvoicingReconcilers } = (await import(new URL('index.ts', EXAMPLE).href)) as Pick<InvoicingExample, 'createInvoicingMappers' | 'createInvoicingReconcilers'>;
     const { createInvoicingWorkload } = (await import(new URL('workload.ts', EXAMPLE).href)) as Pick<InvoicingExample, 'createInvoicingWorkload'>;
     const { createInvoicingProjections } = (await import(new URL('projections/index.ts', EXAMPLE).href)) as Pick<InvoicingExample, 'createInvoicingProjections'>;
     const { invoicingUpcasters } = (await import(new URL('upcasters.ts', EXAMPLE).href)) as Pick<InvoicingExample, 'invoicingUpcasters'>;
-    return { createInvoicingMappers, createInvoicingWorkload, createInvoicingProjections, invoicingUpcasters };
+    return { createInvoicingMappers, createInvoicingReconcilers, createInvoicingWorkload, createInvoicingProjections, invoicingUpcasters };
   } catch (error) {
     throw new Error(
       `the demo needs the invoicing example from a checkout of event-assembler (examples/invoicing, loaded through tsx); run it there with npm start. (${error instanceof Error ? error.message : String(error)})`,

@@ -15,6 +15,7 @@ import { demoNames } from './names.js';
 import { createProgress } from './progress.js';
 import { projectionSchema, runProjections } from './projections.js';
 import { startServers } from './servers.js';
+import { reconcileDemo } from './reconcile-check.js';
 import { prepareSource } from './source-setup.js';
 import { formatSummary, latencyOf, plural } from './summary.js';
 import type { DemoIo, DemoOptions, DemoResult } from './types.js';
@@ -57,6 +58,9 @@ export async function runDemo(options: DemoOptions, io: DemoIo): Promise<DemoRes
     const line = await startAssembler({ names, capture, kurrentdb, mappers, verbose: options.verbose }, progress, cleanups, io.signal);
     const live = await runLiveWorkload(options, admin, workload, line, progress, io);
     await workload.close();
+    // While the assembler runs: it must pass the cut for the comparison to start.
+    const reconciliation = await reconcileDemo({ names, capture, kurrentdb, reconcilers: example.createInvoicingReconcilers(names.schema) });
+    say(reconciliation.report ? `reconcile: ${reconciliation.report.ok ? 'agreement' : 'DIFFERENCES'} at cut ${reconciliation.report.cut.lsn} in ${(reconciliation.report.durationMs / 1000).toFixed(1)} s` : `reconcile: FAILED (${reconciliation.error})`);
     const stopStarted = performance.now();
     await line.assembler.stop();
     const summary = await line.running;
@@ -65,7 +69,7 @@ export async function runDemo(options: DemoOptions, io: DemoIo): Promise<DemoRes
     const check = await checkDestination({ names, admin, capture, kurrentdb, mappers, expectedBefore: reference.expectedBefore });
     const projections = await runProjections({ names, admin, kurrentdb, example, verbose: options.verbose }, cleanups, say, io.signal);
     const result: DemoResult = {
-      ok: check.report.ok && check.sensitive.found === 0 && projections.ok,
+      ok: check.report.ok && check.sensitive.found === 0 && projections.ok && reconciliation.report?.ok === true,
       report: check.report,
       summary,
       workload: workload.counts(),
@@ -73,6 +77,7 @@ export async function runDemo(options: DemoOptions, io: DemoIo): Promise<DemoRes
       latency: latencyOf(line.assembler.status().lag.commitToAppendPercentiles),
       sensitive: check.sensitive,
       projections,
+      reconciliation,
     };
     io.write(formatSummary(result));
 

@@ -2,6 +2,7 @@
 // against the source history, parked records, lag, sensitive values, the destination check and
 // the projections' balances.
 import { formatDestinationReport } from '../../../testing/verify-destination.js';
+import { formatReconciliation } from './reconcile-check.js';
 import type { DemoResult, LatencySummary, ProjectionComparison, ProjectionsReport } from './types.js';
 
 export function formatSummary(result: DemoResult): string {
@@ -37,6 +38,7 @@ export function formatSummary(result: DemoResult): string {
   lines.push(`  sensitive     ${result.sensitive.found === 0 ? 'none' : `${result.sensitive.found} FOUND`} of ${result.sensitive.checkedValues} customer email/card_number values in the destination`);
   lines.push(...formatDestinationReport(report).split('\n').map((l) => `  ${l}`));
   lines.push(formatProjections(result.projections));
+  lines.push(formatReconciliation(result.reconciliation));
   lines.push('', result.ok ? 'demo: OK' : 'demo: FAILED');
   return `${lines.join('\n')}\n`;
 }

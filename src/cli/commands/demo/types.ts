@@ -1,4 +1,5 @@
 // The demo's options, what it writes to and what it returns: the types its files share.
+import type { DemoReconciliation } from './reconcile-check.js';
 import type { RunSummary } from '../../../pipeline/index.js';
 import type { DestinationReport } from '../../../testing/verify-destination.js';
 import type { WorkloadCounts } from './example.js';
@@ -45,6 +46,8 @@ export interface DemoResult {
   readonly sensitive: { readonly checkedValues: number; readonly found: number };
   /** The example's projections, run after the assembler and checked against the source tables. */
   readonly projections: ProjectionsReport;
+  /** `event-assembler reconcile`'s comparison, made while the assembler ran. */
+  readonly reconciliation: DemoReconciliation;
 }
 
 /** One projection table against what the source tables say it must hold. */
