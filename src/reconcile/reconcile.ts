@@ -58,7 +58,7 @@ export async function reconcile(options: ReconcileOptions): Promise<ReconcileRep
       const sampled = await reconcileSample({ client, kurrent, reconcilers, tables, cut: cut.lsn, rows: options.sample, progress });
       return finish(started, cutReport, options.sample, reconcilers, sampled, show, { total: 0, differing: 0 });
     }
-    const estimated = tables.reduce((sum, t) => sum + Math.max(0, t.description.estimatedRows ?? 0), 0);
+    const estimated = tables.reduce((sum, t) => sum + t.estimatedRows, 0);
     const ranges = Math.max(1, Math.ceil(estimated / (options.rangeSize ?? 50_000)));
     const parent = options.spillDir ?? tmpdir();
     const destination = await RangeFiles.create(parent, 'destination', ranges);

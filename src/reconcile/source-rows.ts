@@ -14,6 +14,17 @@ export interface SourceTable {
   readonly columns: readonly { readonly name: string; readonly decode: (text: string) => unknown }[];
   /** Key columns the reconciler reads (a report names the key only with all of them). */
   readonly keyColumns: readonly string[];
+  /** Rows the table is estimated to hold (sizes the key ranges and a sample's share); 0 when unknown. */
+  readonly estimatedRows: number;
+}
+
+/**
+ * `pg_class.reltuples` is -1 until the table is first vacuumed or analyzed; the statistics'
+ * live-row count (kept as rows are written) covers a young table.
+ */
+async function estimateRows(client: pg.ClientBase, table: SnapshotTable): Promise<number> {
+  const r = await client.query<{ n: string | null }>(`SELECT n_live_tup::text AS n FROM pg_stat_all_tables WHERE relid = $1::regclass`, [table.sql]);
+  return Math.max(table.estimatedRows ?? 0, Number(r.rows[0]?.n ?? 0));
 }
 
 /** Describes the reconciler's table and checks it: exists, has a primary key, has every column. */
@@ -38,7 +49,7 @@ export async function sourceTable(client: pg.ClientBase, reconciler: AnyReconcil
     return { name, decode: column.decode };
   });
   const keyColumns = description.keyColumns.every((k) => reconciler.columns.includes(k)) ? description.keyColumns : [];
-  return { description, columns, keyColumns };
+  return { description, columns, keyColumns, estimatedRows: await estimateRows(client, description) };
 }
 
 function selectSql(t: SourceTable, sample: { readonly rows: number; readonly percent: number } | null): string {
@@ -57,7 +68,7 @@ function selectSql(t: SourceTable, sample: { readonly rows: number; readonly per
 export async function* sourceRows(client: pg.ClientBase, t: SourceTable, sample: number | null = null): AsyncGenerator<Record<string, unknown>[]> {
   let sampling: { rows: number; percent: number } | null = null;
   if (sample !== null) {
-    const estimated = Math.max(1, t.description.estimatedRows ?? sample);
+    const estimated = Math.max(1, t.estimatedRows || sample);
     // A little over the share needed, so the LIMIT (not the luck of the draw) sets the count.
     sampling = { rows: sample, percent: Math.min(100, Math.max(0.0001, (sample / estimated) * 100 * 1.5)) };
   }

@@ -96,7 +96,7 @@ export async function spillSource(
         if (write) await write;
       }
       rows[r]! += batch.length;
-      progress({ phase: 'source', done: rows[r]!, total: table.description.estimatedRows, table: reconcilers[r]!.table });
+      progress({ phase: 'source', done: rows[r]!, total: table.estimatedRows || null, table: reconcilers[r]!.table });
     }
   }
   await files.flush();

@@ -1,6 +1,6 @@
 // `event-assembler reconcile --config <file>`: compares the source rows with what the business
 // streams say, at one consistent cut, while the line runs (docs/reconcile.md). Read-only.
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { ConfigError, ConfigLoadError, loadConfig, type ResolvedConfig } from '../../config/index.js';
 import { EventAssemblerError } from '../../errors.js';
 import { formatReconcileProgress, formatReconcileReport } from '../../reconcile/format.js';
@@ -102,6 +102,8 @@ export function register(program: Command): void {
     .option('--wait-timeout <seconds>', 'longest wait for the assembler to pass the cut', positive('--wait-timeout'), 60)
     .option('--range-size <entities>', 'entities per key range (held in memory at once)', positive('--range-size'), 50_000)
     .addHelpText('after', HELP)
+    // A bad flag is a usage error (2), not a difference (1).
+    .exitOverride((error: CommanderError) => process.exit(error.exitCode === 0 ? 0 : RECONCILE_EXIT_CODES.usage))
     .action(async (flags: ReconcileFlags) => {
       const config = await configOrExit(flags.config);
       if (!config) return;
