@@ -1,7 +1,7 @@
 // `event-assembler reconcile` as a user runs it: --help, the exit codes for usage errors and for
 // a line it cannot reconcile (the assembler not running: the cut is never passed), key ranges
 // (only the ranges whose hashes differ are compared entity by entity), and --sample.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
