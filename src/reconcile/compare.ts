@@ -5,7 +5,7 @@
  * entity.
  */
 import type { AnyReconciler, EntityState, ReconcileEvent } from './define-reconciler.js';
-import { ReconcileError } from './errors.js';
+import { callReconciler as call } from './errors.js';
 import { canonicalJson, entityHash } from './ranges.js';
 import type { EntityRef, FieldDifference } from './types.js';
 
@@ -36,14 +36,6 @@ export interface RangeOutcome {
   readonly entities: number[];
   readonly agreeing: number[];
   readonly matched: boolean;
-}
-
-function call<T>(reconciler: AnyReconciler, what: string, stream: string, fn: () => T): T {
-  try {
-    return fn();
-  } catch (error) {
-    throw new ReconcileError('RECONCILE_FUNCTION_FAILED', `reconciler ${reconciler.name}: ${what} threw for ${stream}: ${(error as Error).message}`, { reconciler: reconciler.name, stream, function: what }, { cause: error });
-  }
 }
 
 /** Folds a range's destination lines into entity states (events hidden by `$tb` or a tombstone left out). */

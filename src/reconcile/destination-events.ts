@@ -56,6 +56,12 @@ function dataOf(value: unknown): unknown {
   return value;
 }
 
+/** A recorded event as a reconciler folds it: string metadata, the contract version, JSON data. */
+export function toReconcileEvent(stream: string, type: string, data: unknown, metadata: unknown): ReconcileEvent {
+  const strings = stringMetadata(metadata);
+  return { stream, type, version: contractVersion(strings, type), data: dataOf(data), metadata: strings };
+}
+
 /** An event of an entity stream with its revision, or a change of the stream's visibility. */
 export type DestinationRecord =
   | { readonly kind: 'event'; readonly revision: number; readonly event: ReconcileEvent }
@@ -94,11 +100,6 @@ export async function* destinationRecords(client: KurrentDBClient, prefixes: rea
       yield { kind: 'tombstone', stream: event.streamId };
       continue;
     }
-    const metadata = stringMetadata(event.metadata);
-    yield {
-      kind: 'event',
-      revision: Number(event.revision),
-      event: { stream: event.streamId, type: event.type, version: contractVersion(metadata, event.type), data: dataOf(event.data), metadata },
-    };
+    yield { kind: 'event', revision: Number(event.revision), event: toReconcileEvent(event.streamId, event.type, event.data, event.metadata) };
   }
 }

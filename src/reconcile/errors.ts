@@ -1,4 +1,5 @@
 import { EventAssemblerError } from '../errors.js';
+import type { AnyReconciler } from './define-reconciler.js';
 
 export type ReconcileErrorCode =
   /** The assembler's checkpoint did not pass the cut within the wait. */
@@ -15,5 +16,14 @@ export class ReconcileError extends EventAssemblerError {
   declare readonly code: ReconcileErrorCode;
   constructor(code: ReconcileErrorCode, message: string, details: object = {}, options?: { cause?: unknown }) {
     super(code, message, details, options);
+  }
+}
+
+/** Runs one of a reconciler's functions; what it throws becomes RECONCILE_FUNCTION_FAILED naming the reconciler, the function and the stream. */
+export function callReconciler<T>(reconciler: AnyReconciler, what: string, stream: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (error) {
+    throw new ReconcileError('RECONCILE_FUNCTION_FAILED', `reconciler ${reconciler.name}: ${what} threw for ${stream}: ${(error as Error).message}`, { reconciler: reconciler.name, stream, function: what }, { cause: error });
   }
 }

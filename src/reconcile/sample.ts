@@ -8,8 +8,8 @@ import type pg from 'pg';
 import type { Lsn } from '../source/types.js';
 import { fieldDifferences } from './compare.js';
 import type { AnyReconciler, EntityState, ReconcileEvent } from './define-reconciler.js';
-import { inCut } from './destination-events.js';
-import { ReconcileError } from './errors.js';
+import { inCut, toReconcileEvent } from './destination-events.js';
+import { callReconciler } from './errors.js';
 import { canonicalJson } from './ranges.js';
 import { sourceRows, type SourceTable } from './source-rows.js';
 import { sourceLine } from './spill.js';
@@ -22,12 +22,7 @@ async function streamEvents(kurrent: KurrentDBClient, stream: string): Promise<R
   try {
     for await (const resolved of kurrent.readStream(stream, { direction: FORWARDS, fromRevision: START })) {
       const e = resolved.event;
-      if (!e) continue;
-      const metadata: Record<string, string> = {};
-      for (const [k, v] of Object.entries((e.metadata ?? {}) as Record<string, unknown>)) if (typeof v === 'string') metadata[k] = v;
-      const contract = metadata['contract'];
-      const version = contract?.startsWith(`${e.type}@`) ? Number(contract.slice(e.type.length + 1)) : null;
-      events.push({ stream, type: e.type, version: Number.isInteger(version) ? version : null, data: e.data, metadata });
+      if (e) events.push(toReconcileEvent(stream, e.type, e.data, e.metadata));
     }
   } catch (error) {
     const type = (error as { type?: unknown }).type;
@@ -41,11 +36,8 @@ function foldStream(reconciler: AnyReconciler, events: readonly ReconcileEvent[]
   let state: EntityState | null = null;
   for (const event of events) {
     if (!inCut(event.metadata, cut)) continue;
-    try {
-      state = reconciler.fold(state, event);
-    } catch (error) {
-      throw new ReconcileError('RECONCILE_FUNCTION_FAILED', `reconciler ${reconciler.name}: fold threw for ${event.stream} (${event.type}): ${(error as Error).message}`, { reconciler: reconciler.name, stream: event.stream }, { cause: error });
-    }
+    const before: EntityState | null = state;
+    state = callReconciler(reconciler, `fold (event ${event.type})`, event.stream, (): EntityState | null => reconciler.fold(before, event));
   }
   return state;
 }
@@ -77,7 +69,7 @@ export async function reconcileSample(input: {
           const ref: EntityRef = line[3] === null ? { reconciler: reconciler.name, stream } : { reconciler: reconciler.name, stream, key: line[3] };
           if (state === null) return void out.missing.push(ref);
           entities[r]! += 1;
-          if (reconciler.deleted?.(state)) out.deletedButAlive.push(ref);
+          if (reconciler.deleted && callReconciler(reconciler, 'deleted', stream, () => reconciler.deleted!(state))) out.deletedButAlive.push(ref);
           else if (canonicalJson(state) === canonical) agreeing[r]! += 1;
           else out.different.push({ ...ref, fields: fieldDifferences(reconciler, JSON.parse(canonical) as EntityState, state) });
         }));

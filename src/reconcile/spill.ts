@@ -6,7 +6,7 @@ import type { Lsn } from '../source/types.js';
 import { FOLD_METADATA_KEYS, type DestinationLine, type SourceLine } from './compare.js';
 import type { AnyReconciler } from './define-reconciler.js';
 import { destinationRecords, inCut } from './destination-events.js';
-import { ReconcileError } from './errors.js';
+import { callReconciler, ReconcileError } from './errors.js';
 import { canonicalJson, entityHash, rangeOf, type RangeFiles, type RangeSums } from './ranges.js';
 import { sourceRows, type SourceTable } from './source-rows.js';
 import type { ReconcileProgress } from './types.js';
@@ -57,25 +57,17 @@ export async function spillDestination(
   return { read, folded };
 }
 
-function call<T>(reconciler: AnyReconciler, what: string, fn: () => T): T {
-  try {
-    return fn();
-  } catch (error) {
-    throw new ReconcileError('RECONCILE_FUNCTION_FAILED', `reconciler ${reconciler.name}: ${what} threw: ${(error as Error).message}`, { reconciler: reconciler.name, function: what }, { cause: error });
-  }
-}
-
 /** The expected side of one row: its stream (checked against the prefix), canonical state and key. */
 export function sourceLine(reconcilers: readonly AnyReconciler[], r: number, table: SourceTable, row: Record<string, unknown>): { stream: string; canonical: string; line: SourceLine } {
   const reconciler = reconcilers[r]!;
-  const stream = call(reconciler, 'stream(row)', () => reconciler.stream(row));
+  const stream = callReconciler(reconciler, 'stream(row)', `a row of ${reconciler.table}`, () => reconciler.stream(row));
   if (typeof stream !== 'string' || !stream.startsWith(reconciler.streamPrefix) || reconcilerOf(reconcilers, stream) !== r) {
     throw new ReconcileError('RECONCILE_RECONCILER_INVALID', `reconciler ${reconciler.name}: stream(row) gave ${JSON.stringify(stream)}, which does not start with its streamPrefix ${JSON.stringify(reconciler.streamPrefix)} (or another reconciler's prefix is longer)`, {
       reconciler: reconciler.name,
       stream,
     });
   }
-  const canonical = canonicalJson(call(reconciler, `expected(row) for ${stream}`, () => reconciler.expected(row)));
+  const canonical = canonicalJson(callReconciler(reconciler, 'expected(row)', stream, () => reconciler.expected(row)));
   const key = table.keyColumns.length > 0 ? Object.fromEntries(table.keyColumns.map((k) => [k, row[k]])) : null;
   return { stream, canonical, line: [r, stream, canonical, key] };
 }
