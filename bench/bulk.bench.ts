@@ -28,8 +28,8 @@ const STREAMING = Number(process.env.EA_BENCH_BULK_STREAMING ?? 20_000);
 if (!existsSync(path.join(REPO_ROOT, '.tmp/bench-build/cli/main.js'))) throw new Error('bench: no build in .tmp/bench-build — run "npx tsc -p tsconfig.build.json --outDir .tmp/bench-build" first (npm run bench:bulk does)');
 /** Node flags of the assembler: those bin/event-assembler.js starts Node with, unless EA_BENCH_BULK_NODE_ARGS says otherwise. */
 const NODE_ARGS = process.env.EA_BENCH_BULK_NODE_ARGS !== undefined ? process.env.EA_BENCH_BULK_NODE_ARGS.split(' ').filter(Boolean) : CLI_NODE_FLAGS;
-/** The CLI from the build. */
-const COMMAND = [...NODE_ARGS, '--import', 'tsx', path.join(REPO_ROOT, 'bench/lib/build-cli.ts')];
+/** The CLI from the build (its semi-space flags for the main thread only, as bin/event-assembler.js runs it). */
+const COMMAND = [...NODE_ARGS, '--import', path.join(REPO_ROOT, 'bin/main-thread-heap.js'), '--import', 'tsx', path.join(REPO_ROOT, 'bench/lib/build-cli.ts')];
 
 interface Row {
   readonly label: string;

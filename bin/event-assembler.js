@@ -5,7 +5,9 @@
 // (16 MiB) made scavenges several times as costly; and with the old generation let grow to twice
 // what is live before it is collected (V8 lets it grow up to four times): a bulk transaction's
 // garbage otherwise took the process over 500 MB (see README, Deployment). To choose otherwise,
-// run it as `node [flags] bin/event-assembler.js`.
+// run it as `node [flags] bin/event-assembler.js`. The semi-space flags are for this thread only:
+// main-thread-heap.js gives threads started later (tsx's module-hooks thread) V8's default.
+import './main-thread-heap.js';
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { dirname, join } from 'node:path';
