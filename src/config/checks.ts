@@ -3,12 +3,15 @@
  * environment, mapper names, captured tables, the contracts directory. Each adds to the problems
  * found instead of throwing, so an invalid configuration is reported whole.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
+// The client's own parser (a pure function): what it refuses here, the client would refuse at start-up.
+import { parseConnectionString } from '@kurrent/kurrentdb-client/dist/Client/parseConnectionString.js';
 import type { z } from 'zod';
 import { mapperRequirements, type AnyMapper } from '../mapping/index.js';
 import type { PostgresSourceTable } from '../source/index.js';
 import type { ConfigErrorDetails } from './config-error.js';
+import { redactConnectionString } from './redact.js';
 
 /** How to fix a field, by its top-level path (the zod message says what is wrong). */
 export const FIXES: Record<string, string> = {
@@ -17,11 +20,18 @@ export const FIXES: Record<string, string> = {
   'source.slot': 'set source.slot to the slot created by `event-assembler setup`',
   'source.publication': 'set source.publication to the publication created by `event-assembler setup`',
   'source.tables': 'leave source.tables out to capture every table the mappers declare, or list schema-qualified tables',
+  'source.statusIntervalMs': "use whole milliseconds, at least 100 and at most half the server's wal_sender_timeout (default 10000)",
+  'source.spillDir': 'set source.spillDir to an existing directory with room for your largest transaction, or leave it out (the OS temp directory)',
   'destination.connectionString': 'set destination.connectionString to env:VARIABLE holding e.g. kurrentdb://host:2113?tls=false',
   'destination.mode': "use 'auto' (default), 'multi-stream' or 'per-stream'",
+  'destination.maxAppendSize': "set destination.maxAppendSize to the server's MaxAppendSize in bytes (default 1048576)",
+  'destination.timeoutMs': 'use whole milliseconds (default 30000)',
+  'destination.retry': 'use { initialDelayMs, maxDelayMs, maxAttempts } as positive whole numbers (default { initialDelayMs: 100, maxDelayMs: 5000 }, attempts unlimited)',
   mappers: 'import your mappers (each made with defineMapper) and pass them as mappers: [...]',
   'contracts.dir': 'set contracts.dir to the directory of your JSON Schema contracts, e.g. contracts/invoicing',
   'snapshot.mode': "use 'never', 'initial', 'when_needed' or 'initial_only'",
+  'snapshot.chunkSize': 'use a positive whole number of rows per chunk (default 1024)',
+  'snapshot.parallelism': 'use a positive whole number of tables snapshotted at once (default 1)',
   'failurePolicy.contractViolation': "use 'halt' (default) or 'park'",
   limits: 'use positive integers',
   lifecycle: 'use positive integers (milliseconds)',
@@ -38,6 +48,13 @@ function fixFor(field: string): string {
     if (fix) return fix;
   }
   return 'see the field\'s documentation in AssemblerConfig';
+}
+
+/** A bound zod reports that the field's fix does not mention yet ("use positive integers" → "… (at most 64)"). */
+function withBound(fix: string, issue: Issue): string {
+  const bound = issue.code === 'too_big' ? { word: 'at most', value: issue.maximum } : issue.code === 'too_small' ? { word: 'at least', value: issue.minimum } : null;
+  if (!bound || (issue.code === 'too_small' && Number(bound.value) <= 1) || fix.includes(String(bound.value))) return fix;
+  return `${fix} (${bound.word} ${String(bound.value)})`;
 }
 
 /**
@@ -74,7 +91,7 @@ export function zodProblem(config: object, issue: Issue): ConfigErrorDetails {
   }
   let value: unknown = config;
   for (const key of issue.path) value = member(value, key as string);
-  return { field, problem: value === undefined ? 'is required' : issue.message, fix: fixFor(field) };
+  return { field, problem: value === undefined ? 'is required' : issue.message, fix: withBound(fixFor(field), issue) };
 }
 
 /** The secret's value, or null (a problem added, or the field already reported by zod). */
@@ -160,4 +177,51 @@ export function contractsDir(dir: unknown, options: { readonly baseDir?: string 
   if (found !== undefined) return found;
   add(findings, 'contracts.dir', `directory ${candidates.join(' (or ') + (candidates.length > 1 ? ')' : '')} does not exist`, FIXES['contracts.dir']!);
   return null;
+}
+
+/**
+ * The source's connection string: pg reads only the URL form (`postgres://`, `postgresql://`,
+ * `socket:`); anything else it takes for a database name on a host called "base" and waits for
+ * that host at start-up instead of saying what is wrong. Adds a problem and returns false when
+ * it is not one.
+ */
+export function checkPostgresConnection(connection: string, findings: Findings): boolean {
+  const url = /^(postgres(ql)?:\/\/|socket:)/i.test(connection);
+  let problem = url ? null : `"${redactConnectionString(connection)}" is not a postgres:// URL`;
+  if (url && !/^socket:/i.test(connection)) {
+    // A user without a host (`postgres://u@/db?host=/socket`) is no WHATWG URL, and pg reads it: check it with a host.
+    try {
+      new URL(connection.replace(/@\//, '@localhost/'));
+    } catch (error) {
+      problem = `"${redactConnectionString(connection)}" is not a valid URL (${error instanceof Error ? error.message : String(error)})`;
+    }
+  }
+  if (problem === null) return true;
+  add(findings, 'source.connection', problem, 'write it as postgres://user:password@host:5432/database (percent-encode special characters in the password)');
+  return false;
+}
+
+/** The destination's connection string, as the KurrentDB client parses it. Adds a problem and returns false when it does not parse. */
+export function checkKurrentDBConnection(connectionString: string, findings: Findings): boolean {
+  try {
+    parseConnectionString(connectionString);
+    return true;
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    add(findings, 'destination.connectionString', `not a KurrentDB connection string: ${redactConnectionString(reason)}`, FIXES['destination.connectionString']!);
+    return false;
+  }
+}
+
+/** `source.spillDir`, when given, must be a directory already: spilling starts in the middle of a large transaction, too late to find out. */
+export function checkSpillDir(dir: unknown, findings: Findings): void {
+  if (typeof dir !== 'string' || dir === '' || reported(findings, 'source.spillDir')) return;
+  const path = resolve(process.cwd(), dir);
+  let isDirectory = false;
+  try {
+    isDirectory = statSync(path).isDirectory();
+  } catch {
+    // missing: said below
+  }
+  if (!isDirectory) add(findings, 'source.spillDir', `directory ${path} does not exist`, FIXES['source.spillDir']!);
 }

@@ -6,7 +6,10 @@ import { z } from 'zod';
 import type { AnyMapper } from '../mapping/index.js';
 import type { PostgresSourceTable } from '../source/index.js';
 import type { AnyReconciler } from '../reconcile/define-reconciler.js';
-import { add, capturedTables, checkMapperNames, contractsDir, FIXES, member, reported, resolveSecret, zodProblem, type Findings } from './checks.js';
+import {
+  add, capturedTables, checkKurrentDBConnection, checkMapperNames, checkPostgresConnection, checkSpillDir, contractsDir, FIXES, member, reported, resolveSecret, zodProblem,
+  type Findings,
+} from './checks.js';
 import { ConfigError } from './config-error.js';
 import { checkReconcilers } from './reconcilers.js';
 import { createRedactor, type Redactor } from './redact.js';
@@ -364,6 +367,9 @@ export function parseConfig(config: AssemblerConfig, options: ParseConfigOptions
   const tables = capturedTables(member(given['source'], 'tables'), mappers, findings);
   const connection = resolveSecret(member(given['source'], 'connection'), 'source.connection', findings);
   const connectionString = resolveSecret(member(given['destination'], 'connectionString'), 'destination.connectionString', findings);
+  if (connection !== null) checkPostgresConnection(connection, findings);
+  if (connectionString !== null) checkKurrentDBConnection(connectionString, findings);
+  checkSpillDir(member(given['source'], 'spillDir'), findings);
   const dir = contractsDir(member(given['contracts'], 'dir'), options, findings);
   const reconcilers = checkReconcilers(given['reconcilers'], mappers, findings);
   if (!parsed.success || findings.problems.length > 0 || connection === null || connectionString === null || dir === null) throw ConfigError.of(findings.problems);

@@ -74,12 +74,23 @@ describe('parseConfig', () => {
     ['source.tables', (c: Record<string, any>) => (c['source'].tables = ['public.customer']), /source\.tables: public\.invoice is read by mapper\(s\) invoice-lifecycle.* but not captured/],
     ['source.tables.0', (c: Record<string, any>) => (c['source'].tables = ['customer']), /source\.tables\.0: "customer" is not schema-qualified — fix: write it as public\.customer/],
     ['source.slotName', (c: Record<string, any>) => (c['source'].slotName = 'x'), /source\.slotName: unknown field\(s\) "slotName" — fix: remove it or check its spelling/],
+    // pg reads only URLs: anything else it took for a database on a host "base", and start-up waited for that host.
+    ['source.connection', (c: Record<string, any>) => (c['source'].connection = 'db.internal:5432/shop'), /source\.connection: "db\.internal:5432\/shop" is not a postgres:\/\/ URL — fix: write it as postgres:\/\/user:password@host:5432\/database/],
+    ['source.connection', (c: Record<string, any>) => (c['source'].connection = 'host=db user=capture password=s3cret-pw'), /source\.connection: "host=db user=capture password=\*\*\*" is not a postgres:\/\/ URL/],
+    ['source.connection', (c: Record<string, any>) => (c['source'].connection = 'postgres://capture:s3cret-pw@db:99999/shop'), /source\.connection: "postgres:\/\/capture:\*\*\*@db:99999\/shop" is not a valid URL/],
+    ['destination.connectionString', (c: Record<string, any>) => (c['destination'].connectionString = 'http://localhost:2113'), /destination\.connectionString: not a KurrentDB connection string: Unexpected "http:\/\/" at position 0, expected kurrentdb:\/\/.* — fix: set destination\.connectionString/],
+    ['destination.connectionString', (c: Record<string, any>) => (c['destination'].connectionString = 'kurrentdb://localhost:2113?tls=maybe'), /destination\.connectionString: not a KurrentDB connection string: Unexpected "maybe"/],
+    // Spilling starts in the middle of a large transaction: too late to find the directory missing.
+    ['source.spillDir', (c: Record<string, any>) => (c['source'].spillDir = '/no/such/spill/dir'), /source\.spillDir: directory \/no\/such\/spill\/dir does not exist — fix: set source\.spillDir to an existing directory/],
+    ['limits.maxConcurrentAppends', (c: Record<string, any>) => (c['limits'] = { maxConcurrentAppends: 65 }), /limits\.maxConcurrentAppends: Too big: expected number to be <=64 — fix: use positive integers \(at most 64\)/],
+    ['source.statusIntervalMs', (c: Record<string, any>) => (c['source'].statusIntervalMs = 50), /source\.statusIntervalMs: Too small: expected number to be >=100 — fix: use whole milliseconds, at least 100 and at most half the server's wal_sender_timeout/],
   ])('names the field: %s', (field, patch, message) => {
     const error = errorOf(with_(patch));
     expect(error.field).toBe(field);
     expect(error.code).toBe('CONFIG_INVALID');
     expect(error.message).toMatch(message);
     expect(error.message).toContain('fix:');
+    expect(error.message).not.toContain('s3cret-pw');
   });
 
   it("refuses an unknown snapshot mode, naming the field", () => {
@@ -96,13 +107,15 @@ describe('parseConfig', () => {
 
   it('reads secrets from environment variables (env:VAR or a function) and says which variable is missing', () => {
     process.env['EA_TEST_CAPTURE_URL'] = 'postgres://capture:from-env-pw@db/shop';
+    process.env['EA_TEST_KURRENTDB_URL'] = 'kurrentdb://admin:from-env-pw@kdb:2113?tls=false';
     try {
       const c = parseConfig(with_((x) => (x['source'].connection = 'env:EA_TEST_CAPTURE_URL')));
       expect(c.source.connection).toBe('postgres://capture:from-env-pw@db/shop');
-      const f = parseConfig({ ...base, destination: { connectionString: () => process.env['EA_TEST_CAPTURE_URL'] } });
+      const f = parseConfig({ ...base, destination: { connectionString: () => process.env['EA_TEST_KURRENTDB_URL'] } });
       expect(f.destination.connectionString).toContain('from-env-pw');
     } finally {
       delete process.env['EA_TEST_CAPTURE_URL'];
+      delete process.env['EA_TEST_KURRENTDB_URL'];
     }
     const missing = errorOf(with_((x) => (x['source'].connection = 'env:EA_TEST_NOT_SET')));
     expect(missing.field).toBe('source.connection');
