@@ -61,6 +61,7 @@ export {
   ContractViolationHaltError,
   StartupUnavailableError,
   SourceConnectionError,
+  DestinationConnectionError,
   type Assembler,
   type AssemblerDeps,
   type AssemblerRole,

@@ -60,10 +60,46 @@ export class StartupUnavailableError extends EventAssemblerError {
   }
 }
 
-/** PostgreSQL answered at start-up, but with a refusal that waiting does not cure (authentication, unknown database, …). */
+/** PostgreSQL answered at start-up, but with a refusal that waiting does not cure (authentication, unknown database, TLS, …). */
 export class SourceConnectionError extends EventAssemblerError {
   declare readonly code: 'SOURCE_CONNECTION_FAILED';
+  declare readonly details: { readonly server: 'PostgreSQL'; readonly address: string; readonly reason: string; readonly sqlState: string | null; readonly fix: string };
   constructor(address: string, reason: string, sqlState: string | null) {
-    super('SOURCE_CONNECTION_FAILED', `PostgreSQL at ${address} refused the capture connection: ${reason}${sqlState ? ` (SQLSTATE ${sqlState})` : ''}`, { server: 'PostgreSQL', address, reason, sqlState });
+    const fix = connectionFix(reason, sqlState);
+    super(
+      'SOURCE_CONNECTION_FAILED',
+      `PostgreSQL at ${address} (source.connection) refused the capture connection: ${reason}${sqlState ? ` (SQLSTATE ${sqlState})` : ''}. Nothing was read or written — fix: ${fix}`,
+      { server: 'PostgreSQL', address, reason, sqlState, fix },
+    );
+  }
+}
+
+/** What to change for a refusal, by its SQLSTATE (or, for TLS, which the client refuses itself, by its message). */
+function connectionFix(reason: string, sqlState: string | null): string {
+  if (sqlState === '28P01') return "check the user and password in source.connection: they are the capture role's (`event-assembler setup --role` prints the SQL that creates it)";
+  if (sqlState === '28000') return "allow this user, database and address in the server's pg_hba.conf (or check the user in source.connection)";
+  if (sqlState === '3D000') return 'check the database name in source.connection: it does not exist on that server';
+  if (/does not support SSL/i.test(reason)) return 'the server serves no TLS: remove sslmode from source.connection, or enable ssl on the server';
+  if (/certificate|self[- ]signed|SSL|TLS/i.test(reason)) return "make source.connection's TLS settings (sslmode, sslrootcert) match the server's certificate";
+  return 'check source.connection (host, port, user, password, database, TLS settings) against the server';
+}
+
+/**
+ * KurrentDB answered at start-up with a refusal that waiting does not cure: a TLS handshake that
+ * failed on what the two sides speak or trust (`tls=true` against a server without TLS, a
+ * certificate not trusted).
+ */
+export class DestinationConnectionError extends EventAssemblerError {
+  declare readonly code: 'DESTINATION_CONNECTION_FAILED';
+  declare readonly details: { readonly server: 'KurrentDB'; readonly address: string; readonly reason: string; readonly fix: string };
+  constructor(address: string, reason: string) {
+    const fix = /wrong version number|packet length too long|unknown protocol/i.test(reason)
+      ? 'the server does not speak TLS at that address: set tls=false in destination.connectionString (or serve TLS on the server)'
+      : "make the server's certificate trusted: tlsCAFile=<its CA file> in destination.connectionString, and a certificate for the host you connect to";
+    super(
+      'DESTINATION_CONNECTION_FAILED',
+      `KurrentDB at ${address} (destination.connectionString) refused the connection: the TLS handshake failed (${reason}). Nothing was read or written — fix: ${fix}`,
+      { server: 'KurrentDB', address, reason, fix },
+    );
   }
 }

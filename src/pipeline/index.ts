@@ -20,4 +20,4 @@ export {
 export { createCheckpointCoordinator, type CheckpointCoordinator, type CoordinatedPosition } from './checkpoint-coordinator.js';
 export { createAppender, type Appender, type AppenderOptions } from './appender.js';
 export { createLogger, silentLogger, type Logger, type LogFormat, type CreateLoggerOptions } from './logger.js';
-export { RebuildNeededError, ContractViolationHaltError, StartupUnavailableError, SourceConnectionError, type ContractViolationHaltDetails } from './errors.js';
+export { RebuildNeededError, ContractViolationHaltError, StartupUnavailableError, SourceConnectionError, DestinationConnectionError, type ContractViolationHaltDetails } from './errors.js';

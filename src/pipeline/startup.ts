@@ -154,7 +154,8 @@ export function reachPostgres(connection: string, guard: StartupGuard, log: Logg
       guard,
       log,
       transient: (error) => guard.signal.aborted || isPostgresUnreachable(error),
-      refused: (error) => new SourceConnectionError(address, reasonOf(error), typeof (error as { code?: unknown }).code === 'string' ? (error as { code: string }).code : null),
+      // The server's own words; its SQLSTATE goes alongside, not in front of them.
+      refused: (error) => new SourceConnectionError(address, error instanceof Error && error.message !== '' ? error.message : reasonOf(error), typeof (error as { code?: unknown }).code === 'string' ? (error as { code: string }).code : null),
     },
   );
 }

@@ -39,5 +39,5 @@ export {
 } from './receipt.js';
 export { SinkError, OversizedEventError, StreamConflictError, type SinkErrorCode, type OversizedEventDetails, type StreamConflictDetails } from './errors.js';
 export { eventSizeOnDisk } from './encoding.js';
-export { DEFAULT_RETRY, isTransientError, type RetryPolicy } from './retry.js';
+export { DEFAULT_RETRY, isTlsFailure, isTransientError, type RetryPolicy } from './retry.js';
 export { kurrentdbAddress, readerConnectionString } from './reader-connection.js';

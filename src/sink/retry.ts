@@ -30,9 +30,23 @@ const TRANSIENT_NAMES = new Set(['UnavailableError', 'DeadlineExceededError', 'T
 // UNKNOWN from grpc-js on streaming calls.
 const TRANSIENT_MESSAGE = /ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|connection refused|Connection reset|client error \(Connect\)|No connection established|failed to connect|transport (error|is closing)|write after end|UNAVAILABLE|DEADLINE_EXCEEDED|socket hang up|Server Is Not Ready/i;
 
+// A TLS handshake that failed on what the two sides speak or trust — `tls=true` against a server
+// without TLS ("wrong version number", "packet length too long"), a certificate not trusted,
+// expired or for another host — fails the same way on every attempt: an answer, not an outage.
+// (A connection dropped in the middle of a handshake, as while a server restarts, is none of these.)
+const TLS_FAILURE = /wrong version number|packet length too long|unknown protocol|certificate|self[- ]signed|unable to get local issuer|ERR_TLS_CERT|Hostname\/IP does not match|alert (?:unknown ca|bad certificate|handshake failure|protocol version)/i;
+
+/** Whether a KurrentDB client error is a TLS handshake that waiting does not cure. */
+export function isTlsFailure(error: unknown): boolean {
+  if (error === null || typeof error !== 'object') return false;
+  const e = error as { message?: unknown; details?: unknown };
+  return TLS_FAILURE.test(`${typeof e.message === 'string' ? e.message : ''} ${typeof e.details === 'string' ? e.details : ''}`);
+}
+
 /** Whether an error from the KurrentDB client is a destination outage worth retrying. */
 export function isTransientError(error: unknown): boolean {
   if (error === null || typeof error !== 'object') return false;
+  if (isTlsFailure(error)) return false;
   const e = error as { type?: unknown; code?: unknown; name?: unknown; message?: unknown; details?: unknown };
   if (typeof e.type === 'string') {
     if (TRANSIENT_TYPES.has(e.type)) return true;

@@ -1,7 +1,8 @@
 // Start-up: unreachable servers are waited for with one policy — logged per attempt, ended by a stop or the deadline.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createRedactor } from '../../src/config/redact.js';
-import { SourceConnectionError, StartupUnavailableError } from '../../src/pipeline/errors.js';
+import { DestinationConnectionError, SourceConnectionError, StartupUnavailableError } from '../../src/pipeline/errors.js';
+import { isTlsFailure, isTransientError } from '../../src/sink/retry.js';
 import { silentLogger, type Logger } from '../../src/pipeline/logger.js';
 import { createRunControl, StopBeforeStart, type RunControl } from '../../src/pipeline/run-control.js';
 import { createStartupGuard, isPostgresUnreachable, postgresAddress, retryAtStartup } from '../../src/pipeline/startup.js';
@@ -196,5 +197,36 @@ describe('createStartupGuard', () => {
     control.requestStop();
     expect(guard.expired).toBe(false);
     expect(guard.signal.aborted).toBe(false);
+  });
+});
+
+describe('refusals that waiting does not cure say what to change', () => {
+  // What @grpc/grpc-js reports for `tls=true` against a server without TLS (checked against the in-memory server).
+  const wrongVersion = Object.assign(
+    new Error('14 UNAVAILABLE: No connection established. Last error: Error: 801CE5AA6F7F0000:error:0A00010B:SSL routines:ssl3_get_record:wrong version number:../deps/openssl/openssl/ssl/record/ssl3_record.c:350:\n. Resolution note: '),
+    { code: 14 },
+  );
+
+  it('a TLS handshake that cannot succeed is no KurrentDB outage; a dropped connection still is', () => {
+    expect(isTlsFailure(wrongVersion)).toBe(true);
+    expect(isTransientError(wrongVersion)).toBe(false);
+    expect(isTransientError(Object.assign(new Error('14 UNAVAILABLE: self-signed certificate in certificate chain'), { code: 14 }))).toBe(false);
+    const dropped = Object.assign(new Error('14 UNAVAILABLE: Client network socket disconnected before secure TLS connection was established'), { code: 14 });
+    expect(isTlsFailure(dropped)).toBe(false);
+    expect(isTransientError(dropped)).toBe(true);
+  });
+
+  it('DESTINATION_CONNECTION_FAILED and SOURCE_CONNECTION_FAILED name the field and the fix', () => {
+    const tls = new DestinationConnectionError('db.internal:2113', 'wrong version number');
+    expect(tls.message).toBe(
+      'KurrentDB at db.internal:2113 (destination.connectionString) refused the connection: the TLS handshake failed (wrong version number). Nothing was read or written — ' +
+        'fix: the server does not speak TLS at that address: set tls=false in destination.connectionString (or serve TLS on the server)',
+    );
+    expect(new DestinationConnectionError('db.internal:2113', 'self-signed certificate').message).toContain('fix: make the server\'s certificate trusted: tlsCAFile=');
+    expect(new SourceConnectionError('db.internal:5432', 'password authentication failed for user "capture"', '28P01').message).toMatch(
+      /^PostgreSQL at db\.internal:5432 \(source\.connection\) refused the capture connection: .* \(SQLSTATE 28P01\)\. Nothing was read or written — fix: check the user and password in source\.connection/,
+    );
+    expect(new SourceConnectionError('db.internal:5432', 'database "shop" does not exist', '3D000').details.fix).toMatch(/database name/);
+    expect(new SourceConnectionError('db.internal:5432', 'The server does not support SSL connections', null).details.fix).toMatch(/remove sslmode from source\.connection/);
   });
 });
