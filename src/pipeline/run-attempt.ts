@@ -7,7 +7,8 @@
  * appends are given up; the new leader re-sends them from the slot) and starts over as a standby.
  */
 import type { ResolvedConfig } from '../config/schema.js';
-import { loadContractRegistry } from '../contracts/index.js';
+import { ConfigError } from '../config/config-error.js';
+import { ContractError, loadContractRegistry, type ContractRegistry } from '../contracts/index.js';
 import type { KurrentDBSink, Sink, SinkMode } from '../sink/index.js';
 import { createPostgresSource, type PostgresSource, type SlotHolder } from '../source/index.js';
 import { compareLsn } from '../source/position.js';
@@ -59,6 +60,20 @@ export interface RunAttempt {
   /** Requests a stop; a stop before `run()` ends the attempt at once. */
   stop(): void;
   status(): AssemblerStatus;
+}
+
+/**
+ * The contracts every event is checked against. A file that does not load (not JSON, not a
+ * contract, a duplicate) is bad configuration, like a missing directory: `run` exits 2, naming
+ * the field and the file, before anything connects.
+ */
+async function loadContracts(dir: string): Promise<ContractRegistry> {
+  try {
+    return await loadContractRegistry(dir);
+  } catch (error) {
+    if (!(error instanceof ContractError)) throw error;
+    throw new ConfigError('contracts.dir', error.message, `repair or remove that file (\`event-assembler contracts check --dir ${dir} --no-against\` lists every problem)`);
+  }
 }
 
 function buildSource(config: ResolvedConfig, log: Logger, checkpoints: CheckpointWriter | null, standby: StandbyTracker, loseSlot: (holder: SlotHolder) => void): PostgresSource {
@@ -179,7 +194,7 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
 
   /** Everything before the first transaction: destination, standby, checks, the start decision, the source. */
   async function start(): Promise<void> {
-    checkContract = createContractCheck(await loadContractRegistry(config.contracts.dir), config);
+    checkContract = createContractCheck(await loadContracts(config.contracts.dir), config);
     const guard = createStartupGuard(control, config.lifecycle.startupTimeoutMs);
     let opened;
     try {
