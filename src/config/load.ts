@@ -13,12 +13,12 @@ import { parseConfig, type AssemblerConfig, type ResolvedConfig } from './schema
 /** The configuration module could not be loaded; `file` and (when known) `line`/`column` say where. */
 export class ConfigLoadError extends EventAssemblerError {
   declare readonly code: 'CONFIG_LOAD_FAILED';
-  declare readonly details: { readonly file: string; readonly line: number | null; readonly column: number | null; readonly reason: string };
+  declare readonly details: { readonly file: string; readonly line: number | null; readonly column: number | null; readonly reason: string; readonly fix: string | null };
   readonly file: string;
   readonly line: number | null;
-  constructor(file: string, line: number | null, column: number | null, reason: string, cause?: unknown) {
+  constructor(file: string, line: number | null, column: number | null, reason: string, cause?: unknown, fix: string | null = null) {
     const where = line === null ? file : `${file}:${line}${column === null ? '' : `:${column}`}`;
-    super('CONFIG_LOAD_FAILED', `could not load the configuration module ${where}: ${reason}`, { file, line, column, reason }, { cause });
+    super('CONFIG_LOAD_FAILED', `could not load the configuration module ${where}: ${reason}${fix ? ` — fix: ${fix}` : ''}`, { file, line, column, reason, fix }, { cause });
     this.file = file;
     this.line = line;
   }
@@ -87,7 +87,7 @@ export function locateLoadError(error: unknown, file: string): { file: string; l
 export async function importConfigModule(file: string): Promise<{ file: string; config: AssemblerConfig }> {
   const path = resolve(process.cwd(), file);
   if (!existsSync(path)) {
-    throw new ConfigLoadError(path, null, null, 'the file does not exist (the path is resolved against the working directory)');
+    throw new ConfigLoadError(path, null, null, 'the file does not exist (the path is resolved against the working directory)', undefined, 'pass --config the path of your configuration module');
   }
   const ext = extname(path);
   if (!EXTENSIONS.has(ext)) throw new ConfigLoadError(path, null, null, `unsupported extension "${ext}"; use .ts, .mts, .js or .mjs`);
@@ -104,7 +104,8 @@ export async function importConfigModule(file: string): Promise<{ file: string; 
     }
   } catch (error) {
     const where = locateLoadError(error, path);
-    throw new ConfigLoadError(where.file, where.line, where.column, where.reason, error);
+    const fix = `correct ${where.line === null ? where.file : `line ${where.line} of ${where.file}`}: the module must load without an error and default-export defineConfig({ ... })`;
+    throw new ConfigLoadError(where.file, where.line, where.column, where.reason, error, fix);
   }
   let config = mod['default'] ?? mod['config'];
   // tsx may wrap a CommonJS-compiled module: { default: { default: config } }

@@ -48,6 +48,9 @@ interface Declared {
   truncated: boolean;
 }
 
+/** Where a large transaction is in the source, for the errors of its second run. */
+type TransactionPosition = { readonly commitLsn: string; readonly xid: number };
+
 /** The default step of the counting run: changes or events between two yields. */
 export const LARGE_UNIT_STEP = 5_000;
 
@@ -82,48 +85,47 @@ export function* planLargeUnit(mappers: readonly AnyMapper[], unit: SourceTransa
     produced.push({ mapper, count, source: sourceMetadata(unit, seen.pairs, context, mapper.name) });
   }
   const total = produced.reduce((n, p) => n + p.count, 0);
-  return {
-    events: total,
-    failed,
-    *produce() {
-      let index = 0;
-      for (const { mapper, count, source } of produced) {
-        let ordinal = 0;
-        const iterator = secondRun(mapper, unit);
-        for (;;) {
-          let next: IteratorResult<unknown>;
-          try {
-            next = iterator.next();
-          } catch (error) {
-            throw new MapperPurityError(mapper.name, `events[${ordinal}]`, ordinal < count ? 'an event' : 'the end of its events', `threw ${error instanceof Error ? error.message : String(error)}`);
-          }
-          if (next.done) break;
-          if (ordinal >= count) throw new MapperPurityError(mapper.name, `events[${ordinal}]`, `${count} events in all`, 'more events');
-          yield eventToAppend(unit, context, mapper.name, source, recheck(mapper.name, next.value, ordinal), ordinal, index, total);
-          ordinal += 1;
-          index += 1;
+  // The second run is where an impure mapper shows: its errors name the transaction both runs mapped.
+  const where = { commitLsn: unit.commitLsn, xid: unit.xid };
+  function* producing(): Generator<EventToAppend> {
+    let index = 0;
+    for (const { mapper, count, source } of produced) {
+      let ordinal = 0;
+      const iterator = secondRun(mapper, unit, where);
+      for (;;) {
+        let next: IteratorResult<unknown>;
+        try {
+          next = iterator.next();
+        } catch (error) {
+          throw new MapperPurityError(mapper.name, `events[${ordinal}]`, ordinal < count ? 'an event' : 'the end of its events', `threw ${error instanceof Error ? error.message : String(error)}`, where);
         }
-        if (ordinal !== count) throw new MapperPurityError(mapper.name, `events[${ordinal}]`, `${count} events in all`, `${ordinal} events in all`);
+        if (next.done) break;
+        if (ordinal >= count) throw new MapperPurityError(mapper.name, `events[${ordinal}]`, `${count} events in all`, 'more events', where);
+        yield eventToAppend(unit, context, mapper.name, source, recheck(mapper.name, next.value, ordinal, where), ordinal, index, total);
+        ordinal += 1;
+        index += 1;
       }
-    },
-  };
+      if (ordinal !== count) throw new MapperPurityError(mapper.name, `events[${ordinal}]`, `${count} events in all`, `${ordinal} events in all`, where);
+    }
+  }
+  return { events: total, failed, produce: producing };
 }
 
 /** An event of the producing run, checked again: the counting run found it valid, so a problem now is a difference between the runs. */
-function recheck(mapper: string, event: unknown, ordinal: number): CheckedEvent {
+function recheck(mapper: string, event: unknown, ordinal: number, where: TransactionPosition): CheckedEvent {
   try {
     return checkMappedEvent(event, ordinal, mapper);
   } catch (error) {
-    throw new MapperPurityError(mapper, `events[${ordinal}]`, 'a valid event', `an invalid one: ${error instanceof Error ? error.message : String(error)}`);
+    throw new MapperPurityError(mapper, `events[${ordinal}]`, 'a valid event', `an invalid one: ${error instanceof Error ? error.message : String(error)}`, where);
   }
 }
 
 /** The mapper's events on the producing run (a throw of `map` itself is the purity error of its first event). */
-function secondRun(mapper: AnyMapper, unit: SourceTransaction): Iterator<unknown> {
+function secondRun(mapper: AnyMapper, unit: SourceTransaction, where: TransactionPosition): Iterator<unknown> {
   try {
     return mapperOutput(mapper.map(createStreamingView(unit, mapper.tables)))[Symbol.iterator]();
   } catch (error) {
-    throw new MapperPurityError(mapper.name, 'events[0]', 'an event', `threw ${error instanceof Error ? error.message : String(error)}`);
+    throw new MapperPurityError(mapper.name, 'events[0]', 'an event', `threw ${error instanceof Error ? error.message : String(error)}`, where);
   }
 }
 

@@ -12,7 +12,13 @@ export class MapperError extends EventAssemblerError {
   readonly mapper: string;
 
   constructor(diagnosis: FailureDiagnosis, options?: { cause?: unknown }) {
-    super('MAPPER_FAILED', describeFailure(diagnosis), diagnosis, options);
+    super(
+      'MAPPER_FAILED',
+      `${describeFailure(diagnosis)}. Nothing of this ${diagnosis.origin === 'change' ? 'transaction' : 'snapshot record'} was appended — ` +
+        "fix: fix the mapper (or give it onError: 'park' to park such input as MapperFailed records) and start again: it is read again from where it stopped",
+      diagnosis,
+      options,
+    );
     this.mapper = diagnosis.mapper;
   }
 }
@@ -55,16 +61,25 @@ function describeOutputProblem(d: MapperOutputErrorDetails): string {
 /** Two runs of a mapper over the same input produced different output (see `checkMapperPurity`). */
 export class MapperPurityError extends EventAssemblerError {
   declare readonly code: 'MAPPER_IMPURE';
-  declare readonly details: { readonly mapper: string; readonly path: string; readonly first: string; readonly second: string };
+  declare readonly details: {
+    readonly mapper: string;
+    readonly path: string;
+    readonly first: string;
+    readonly second: string;
+    /** The source transaction both runs mapped, when the assembler found it (`null` in the test kit). */
+    readonly position: { readonly commitLsn: string; readonly xid: number } | null;
+  };
 
-  constructor(mapper: string, path: string, first: string, second: string) {
+  constructor(mapper: string, path: string, first: string, second: string, position: { readonly commitLsn: string; readonly xid: number } | null = null) {
+    const input = position ? `the transaction at commitLsn ${position.commitLsn} xid ${position.xid}` : 'the same input';
     super(
       'MAPPER_IMPURE',
-      `mapper "${mapper}" is not pure: two runs over the same input differ at ${path} (first run: ${first}, second run: ${second}). ` +
-        'Mappers must derive events only from the transaction they are given — no clocks (Date.now, new Date()), randomness (Math.random, randomUUID) or outside state; use tx.commitTime for time.',
-      { mapper, path, first, second },
+      `mapper "${mapper}" is not pure: two runs over ${input} differ at ${path} (first run: ${first}, second run: ${second}) — ` +
+        'fix: derive events only from the transaction given: no clocks (Date.now, new Date()), randomness (Math.random, randomUUID) or state kept between calls; use tx.commitTime for time',
+      { mapper, path, first, second, position },
     );
   }
+
 }
 
 /**

@@ -58,7 +58,9 @@ export async function explainConflict(ctx: SinkContext, stream: string, expected
 }
 
 export function oversized(event: PreparedEvent, size: number, max: number): OversizedEventError {
-  return new OversizedEventError({ stream: event.stream, type: event.type, eventId: event.id, size, limit: max });
+  const { receipt } = event;
+  const position = receipt.kind === 'transaction' ? { commitLsn: receipt.commitLsn, xid: receipt.xid } : null;
+  return new OversizedEventError({ stream: event.stream, type: event.type, eventId: event.id, size, limit: max, position });
 }
 
 /** The server said its max append size is smaller than ours: use the server's. */

@@ -31,6 +31,8 @@ export type OversizedEventDetails = {
   /** `Event.SizeOnDisk` as the server counts it: data + metadata bytes + 2 × type length. */
   readonly size: number;
   readonly limit: number;
+  /** The source transaction the event comes from (`null` for a snapshot record's). */
+  readonly position?: { readonly commitLsn: string; readonly xid: number } | null;
 };
 
 /**
@@ -41,9 +43,10 @@ export class OversizedEventError extends SinkError {
   declare readonly details: OversizedEventDetails;
 
   constructor(details: OversizedEventDetails) {
+    const from = details.position ? ` (source transaction at commitLsn ${details.position.commitLsn} xid ${details.position.xid})` : '';
     super(
       'SINK_EVENT_OVERSIZED',
-      `event ${details.type} (${details.eventId}) for stream "${details.stream}" is ${details.size} bytes, over the append limit of ${details.limit} bytes; ` +
+      `event ${details.type} (${details.eventId}) for stream "${details.stream}"${from} is ${details.size} bytes, over the append limit of ${details.limit} bytes; ` +
         'shrink the event in its mapper or raise the server\'s MaxAppendSize (and the sink\'s maxAppendSize)',
       details,
     );

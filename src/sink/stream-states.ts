@@ -202,7 +202,13 @@ function createLimiter(limit: number) {
 }
 
 export function deletedError(stream: string, cause: unknown): SinkError {
-  return new SinkError('SINK_STREAM_DELETED', `stream "${stream}" is deleted or tombstoned in KurrentDB; the assembler will not recreate it silently`, { stream }, { cause });
+  return new SinkError(
+    'SINK_STREAM_DELETED',
+    `stream "${stream}" is deleted or tombstoned in KurrentDB; the assembler will not recreate it silently — ` +
+      'fix: find who deleted it (one assembler owns its streams); a tombstoned stream can never be written again, so map this entity to another stream, then start again',
+    { stream },
+    { cause },
+  );
 }
 
 function errorType(error: unknown): string | undefined {

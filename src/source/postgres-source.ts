@@ -96,7 +96,11 @@ async function checkBeforeStreaming(connection: pg.ClientConfig, config: ParsedO
     const { rows } = await client.query(`SELECT setting::bigint AS ms FROM pg_catalog.pg_settings WHERE name = 'wal_sender_timeout'`);
     const timeoutMs = Number((rows[0] as { ms?: string } | undefined)?.ms ?? 0);
     if (timeoutMs > 0 && config.statusIntervalMs > timeoutMs / 2) {
-      throw new SourceConfigError('statusIntervalMs', `${config.statusIntervalMs} ms is not well below the server's wal_sender_timeout (${timeoutMs} ms); use at most ${Math.floor(timeoutMs / 2)} ms`);
+      throw new SourceConfigError(
+        'statusIntervalMs',
+        `${config.statusIntervalMs} ms is not well below the server's wal_sender_timeout (${timeoutMs} ms): the server could end the connection between two status updates — ` +
+          `fix: use at most ${Math.floor(timeoutMs / 2)} ms (source.statusIntervalMs in the assembler's configuration), or raise wal_sender_timeout`,
+      );
     }
     return report;
   } finally {

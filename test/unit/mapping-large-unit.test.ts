@@ -144,7 +144,17 @@ describe('planLargeUnit', () => {
       },
     });
     const changes = [insert('public.orders', { id: '1' })];
-    const { plan: p } = plan([impure], { ...transaction(changes), changes: sequenceOf(() => changes, 1) });
-    expect(() => [...p.produce()]).toThrow(MapperPurityError);
+    const { plan: p } = plan([impure], { ...transaction(changes, { commitLsn: '0/9000', xid: 904 }), changes: sequenceOf(() => changes, 1) });
+    const error = (() => {
+      try {
+        return [...p.produce()];
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(error).toBeInstanceOf(MapperPurityError);
+    // It names the transaction both runs mapped, the difference and the fix.
+    expect((error as MapperPurityError).details.position).toEqual({ commitLsn: '0/9000', xid: 904 });
+    expect((error as Error).message).toMatch(/mapper "impure" is not pure: two runs over the transaction at commitLsn 0\/9000 xid 904 differ at events\[1\] .* — fix: derive events only from the transaction given/);
   });
 });
