@@ -2,8 +2,6 @@
 // configuration, in the servers it finds at start-up, or in a transaction while it streams — with
 // what the user must see (what is wrong, where, the fix), the exit code, and what may be
 // acknowledged. docs/reliability.md carries this table for readers.
-import { cpSync } from 'node:fs';
-import { join } from 'node:path';
 import type { ConfigTree, CorpusRig } from './bad-input-rig.js';
 import { foreignEvent } from './bad-input-rig.js';
 
@@ -380,25 +378,6 @@ export const START_UP_CASES: readonly CorpusCase[] = [
       what: /replication slot "bi_slot_db_\w+" belongs to database bad_input_other_\w+, not bad_input_\w+/,
       where: /replication slot "bi_slot_db_\w+"/,
       fix: /fix: connect to database bad_input_other_\w+, or create a slot for bad_input_\w+ with a different name/,
-    },
-  },
-  {
-    name: 'a contracts directory with a broken file',
-    tag: 'bi_contracts',
-    stage: 'start-up',
-    config: (rig, tag) => {
-      // The corpus's contracts, one of them cut short (a merge gone wrong, a truncated copy).
-      const dir = join(rig.dir, 'contracts-broken');
-      cpSync(rig.contractsDir, dir, { recursive: true });
-      rig.writeFile('contracts-broken/ItemAdded.v2.schema.json', '{ "title": "ItemAdded v2", ');
-      return rig.writeConfig(tag, {}, { contractsDir: dir });
-    },
-    expected: {
-      exitCode: 2,
-      code: 'CONFIG_INVALID',
-      what: /not valid JSON/,
-      where: /contracts\.dir: \S*contracts-broken\/ItemAdded\.v2\.schema\.json/,
-      fix: /fix: repair or remove that file \(`event-assembler contracts check --dir \S+ --no-against` lists every problem\)/,
     },
   },
   {

@@ -1,7 +1,10 @@
 // The bad-input corpus's configuration cases: refused before anything connects, exit code 2,
 // every problem at once. One configuration malforms every field (FIELD_ROWS: each field's line
-// must say what is wrong and the fix); the others are a module that does not compile and
-// connection strings of the wrong form.
+// must say what is wrong and the fix); the others are a module that does not compile,
+// connection strings of the wrong form and a contract file that does not load (contracts load
+// before anything connects).
+import { cpSync } from 'node:fs';
+import { join } from 'node:path';
 import type { CorpusCase } from './bad-input-cases.js';
 import { mergeConfig, type ConfigTree } from './bad-input-rig.js';
 
@@ -82,9 +85,28 @@ export const CONFIG_CASES: readonly CorpusCase[] = [
     expected: {
       exitCode: 2,
       code: 'CONFIG_LOAD_FAILED',
-      what: /SyntaxError|Unexpected ","|Expected/,
-      where: /bi_config_syntax\.config\.ts:4/,
-      fix: /fix: /,
+      what: /could not load the configuration module \S+: Unexpected ","/,
+      where: /bi_config_syntax\.config\.ts:4:\d+/,
+      fix: /fix: correct line 4 of \S+bi_config_syntax\.config\.ts: the module must load without an error and default-export defineConfig/,
+    },
+  },
+  {
+    name: 'a contracts directory with a broken file',
+    tag: 'bi_contracts',
+    stage: 'config',
+    config: (rig, tag) => {
+      // The corpus's contracts, one of them cut short (a merge gone wrong, a truncated copy).
+      const dir = join(rig.dir, 'contracts-broken');
+      cpSync(rig.contractsDir, dir, { recursive: true });
+      rig.writeFile('contracts-broken/ItemAdded.v2.schema.json', '{ "title": "ItemAdded v2", ');
+      return rig.writeConfig(tag, {}, { contractsDir: dir });
+    },
+    expected: {
+      exitCode: 2,
+      code: 'CONFIG_INVALID',
+      what: /not valid JSON/,
+      where: /contracts\.dir: \S*contracts-broken\/ItemAdded\.v2\.schema\.json/,
+      fix: /fix: repair or remove that file \(`event-assembler contracts check --dir \S+ --no-against` lists every problem\)/,
     },
   },
 ];
