@@ -19,6 +19,7 @@ import { createContractCheck, type ContractCheck } from './contract-check.js';
 import { openDestination } from './destination-start.js';
 import type { Logger } from './logger.js';
 import { createRunControl, errorInfo, StopBeforeStart, type RunControl } from './run-control.js';
+import { nameSchemaChangeMappers } from './schema-halt.js';
 import { runTransactionLoop } from './run-loop.js';
 import type { RunStats } from './run-stats.js';
 import { startSnapshots } from './snapshot-start.js';
@@ -230,7 +231,7 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
       }
       reason = await runTransactionLoop(source!, control, (tx) => routeTransaction(snapshotDeps, tx));
     } catch (error) {
-      if (!(error instanceof StopBeforeStart)) control.fail(error);
+      if (!(error instanceof StopBeforeStart)) control.fail(nameSchemaChangeMappers(error, config.mappers));
     }
     state = control.fatal ? 'failed' : 'stopping';
     if (idleTimer) clearInterval(idleTimer);
