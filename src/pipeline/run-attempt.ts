@@ -26,7 +26,7 @@ import { startSnapshots } from './snapshot-start.js';
 import { startIncremental, startNextRequest } from './snapshot-requests.js';
 import { createSnapshotState, type SnapshotDeps } from './snapshot-state.js';
 import { awaitFreeSlot, type LeaderLock, type StandbyTracker } from './standby.js';
-import { checkSlotAgainstCheckpoint, readLastCheckpoint, type LastCheckpoint } from './start-decision.js';
+import { checkSlotAgainstCheckpoint, readLastCheckpoint, resumePoint, type LastCheckpoint } from './start-decision.js';
 import { createStartupGuard } from './startup.js';
 import { slotCheckRow, identifySystem } from './source-queries.js';
 import { aggregateSinkStatus, assemblerStatus, runSummary } from './status.js';
@@ -62,7 +62,7 @@ export interface RunAttempt {
   status(): AssemblerStatus;
 }
 
-function buildSource(config: ResolvedConfig, log: Logger, checkpoints: CheckpointWriter | null, standby: StandbyTracker, loseSlot: (holder: SlotHolder) => void): PostgresSource {
+function buildSource(config: ResolvedConfig, log: Logger, checkpoints: CheckpointWriter | null, standby: StandbyTracker, loseSlot: (holder: SlotHolder) => void, startLsn: Lsn | null): PostgresSource {
   return createPostgresSource({
     connection: config.source.connection,
     slot: config.source.slot,
@@ -74,13 +74,14 @@ function buildSource(config: ResolvedConfig, log: Logger, checkpoints: Checkpoin
     slotPollIntervalMs: config.standby.pollIntervalMs,
     ...(config.source.statusIntervalMs !== undefined ? { statusIntervalMs: config.source.statusIntervalMs } : {}),
     ...(config.source.spillDir !== undefined ? { spillDir: config.source.spillDir } : {}),
+    ...(startLsn ? { startLsn } : {}),
     ...(checkpoints ? { idleAcknowledgeLimit: () => checkpoints.recordedLsn } : {}),
     onReconnect: (error, delayMs, attempt) => log.warn('source: connection lost, reconnecting', { error: errorInfo(error), delayMs, attempt }),
     onSlotActive: (holder) => (holder.ours ? standby.ownConnectionHolds(holder) : loseSlot(holder)),
   });
 }
 
-function logStarted(config: ResolvedConfig, log: Logger, started: { mode: SinkMode | null; snapshotAction: string | null; last: LastCheckpoint | null; slotConfirmed: Lsn | null; checked: boolean }): void {
+function logStarted(config: ResolvedConfig, log: Logger, started: { mode: SinkMode | null; snapshotAction: string | null; last: LastCheckpoint | null; slotConfirmed: Lsn | null; startLsn: Lsn | null; checked: boolean }): void {
   const { mode } = started;
   log.info('assembler started', {
     name: config.name,
@@ -96,8 +97,22 @@ function logStarted(config: ResolvedConfig, log: Logger, started: { mode: SinkMo
     contractViolation: config.failurePolicy.contractViolation,
     lastCheckpoint: started.last?.endLsn ?? null,
     slotConfirmedFlushLsn: started.slotConfirmed,
+    ...(started.startLsn ? { startLsn: started.startLsn } : {}),
     checks: started.checked ? 'passed' : 'skipped',
   });
+}
+
+/**
+ * The slot against the checkpoint stream (start-decision.ts): the slot's confirmed position, and
+ * the recorded position to stream from when the slot lags it (`null`: from the slot's).
+ */
+async function checkSlot(config: ResolvedConfig, last: LastCheckpoint | null): Promise<{ slotConfirmed: Lsn | null; resumeAt: Lsn | null }> {
+  const row = await slotCheckRow(config.source.connection, config.source.slot);
+  const slotConfirmed = checkSlotAgainstCheckpoint(row, last, { slot: config.source.slot, mode: config.snapshot.mode, assembler: config.name });
+  if (!slotConfirmed || !last || compareLsn(last.endLsn, slotConfirmed) <= 0) return { slotConfirmed, resumeAt: null };
+  // pg_control_system() may not be granted to the capture role; IDENTIFY_SYSTEM is.
+  const systemId = row?.system_identifier || (await identifySystem(config.source.connection)).systemId;
+  return { slotConfirmed, resumeAt: resumePoint(row, last, config.source.slot, systemId) };
 }
 
 /**
@@ -195,22 +210,25 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
     });
     const last = await waitForSlot(opened.last);
     let slotConfirmed: Lsn | null = null;
+    let resumeAt: Lsn | null = null;
     if (checkpointSink) {
-      slotConfirmed = checkSlotAgainstCheckpoint(await slotCheckRow(config.source.connection, config.source.slot), last, { slot: config.source.slot, mode: config.snapshot.mode, assembler: config.name });
+      ({ slotConfirmed, resumeAt } = await checkSlot(config, last));
       // What the slot already confirmed is durable by definition of the check above.
       let recorded = last?.endLsn ?? slotConfirmed;
       if (recorded && slotConfirmed && compareLsn(slotConfirmed, recorded) > 0) recorded = slotConfirmed;
       checkpoints.recordedLsn = recorded;
     }
     const resumeFrom = await startSnapshots(snapshotDeps, last?.endLsn ?? null, () => (state = 'running'));
-    source = deps.source ?? buildSource(config, log, checkpointSink ? checkpoints : null, standby, loseSlot);
+    // A snapshot phase made a new slot: it streams from its own consistent point.
+    const startLsn = snapshots.info?.action === 'new-generation' || snapshots.info?.action === 'initial-snapshot' ? null : resumeAt;
+    source = deps.source ?? buildSource(config, log, checkpointSink ? checkpoints : null, standby, loseSlot, startLsn);
     if (control.stopRequested) throw new StopBeforeStart();
     const report = await source.start();
     // Nothing below (incremental snapshots, checkpoints) runs before this process holds the slot.
     if ((await control.until(source.streaming())) === 'stop' || control.stopRequested) throw new StopBeforeStart();
     standby.leading();
     state = 'running';
-    logStarted(config, log, { mode, snapshotAction: snapshots.info?.action ?? null, last, slotConfirmed, checked: Boolean(report) });
+    logStarted(config, log, { mode, snapshotAction: snapshots.info?.action ?? null, last, slotConfirmed, startLsn, checked: Boolean(report) });
     if (resumeFrom) startIncremental(snapshotDeps, resumeFrom, true);
     else if (snapshots.requests.queued.length > 0) {
       // Requests queued behind a snapshot that finished just before the last stop.
