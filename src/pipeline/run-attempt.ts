@@ -78,6 +78,10 @@ function buildSource(config: ResolvedConfig, log: Logger, checkpoints: Checkpoin
     ...(checkpoints ? { idleAcknowledgeLimit: () => checkpoints.recordedLsn } : {}),
     onReconnect: (error, delayMs, attempt) => log.warn('source: connection lost, reconnecting', { error: errorInfo(error), delayMs, attempt }),
     onSlotActive: (holder) => (holder.ours ? standby.ownConnectionHolds(holder) : loseSlot(holder)),
+    onUncapturedTable: (table) =>
+      log.warn('source: changes of a table that is not captured arrive — it joined the publication (or a captured table was renamed); no mapper sees them, and the next start refuses (SOURCE_PUBLICATION_MISMATCH)', {
+        table, publication: config.source.publication, fix: `capture it (a mapper that declares it, or source.tables), or ALTER PUBLICATION … DROP TABLE ${table}`,
+      }),
   });
 }
 
