@@ -26,11 +26,36 @@ export type SchemaChangeErrorCode =
 export interface SchemaChangeErrorDetails {
   readonly table: string;
   readonly column: string;
-  /** The column as it was (`null` when first seen missing). */
-  readonly before: { readonly name: string; readonly typeOid: number } | null;
+  /** The column as it was (`null` when first seen missing); `typeName` when PostgreSQL named the type. */
+  readonly before: { readonly name: string; readonly typeOid: number; readonly typeName?: string } | null;
   /** The column as it is now (`null` when dropped/missing). */
-  readonly after: { readonly name: string; readonly typeOid: number } | null;
+  readonly after: { readonly name: string; readonly typeOid: number; readonly typeName?: string } | null;
   readonly relationId: number;
+  /**
+   * The mappers that allowlist the column, added by the pipeline (the source knows columns, not
+   * mappers). Empty when only `source.tables[].requiredColumns` asks for it; absent when unknown.
+   */
+  readonly mappers?: readonly string[];
+}
+
+function typeLabel(column: { readonly typeOid: number; readonly typeName?: string } | null): string {
+  if (column === null) return '?';
+  return column.typeName === undefined ? `OID ${column.typeOid}` : `${column.typeName} (OID ${column.typeOid})`;
+}
+
+/** What to do about each kind of change, naming the mappers when they are known. */
+function schemaChangeFix(code: SchemaChangeErrorCode, details: SchemaChangeErrorDetails): string {
+  const names = details.mappers;
+  const declaration = names === undefined ? "the mapper's columns" : names.length === 0 ? 'source.tables[].requiredColumns' : `the columns of mapper ${names.join(', ')}`;
+  switch (code) {
+    case 'SCHEMA_REQUIRED_COLUMN_RENAMED':
+      return `allowlist "${details.after?.name ?? '?'}" instead of "${details.column}" in ${declaration} (and read it under that name), then start again`;
+    case 'SCHEMA_REQUIRED_COLUMN_DROPPED':
+    case 'SCHEMA_REQUIRED_COLUMN_MISSING':
+      return `remove "${details.column}" from ${declaration} (and whatever is made of it) or restore the column, then start again`;
+    case 'SCHEMA_REQUIRED_COLUMN_RETYPED':
+      return `check that the events made from it still match their contracts, then start again: a restart takes the new type as known, and every event is still validated against its contract`;
+  }
 }
 
 /** A Relation message changed (or lacks) a column that a consumer declared it needs. */
@@ -44,10 +69,15 @@ export class SchemaChangeError extends EventAssemblerError {
     const what = {
       SCHEMA_REQUIRED_COLUMN_DROPPED: 'was dropped',
       SCHEMA_REQUIRED_COLUMN_RENAMED: `was renamed to "${details.after?.name ?? '?'}"`,
-      SCHEMA_REQUIRED_COLUMN_RETYPED: `changed type from OID ${details.before?.typeOid ?? '?'} to OID ${details.after?.typeOid ?? '?'}`,
+      SCHEMA_REQUIRED_COLUMN_RETYPED: `changed type from ${typeLabel(details.before)} to ${typeLabel(details.after)}`,
       SCHEMA_REQUIRED_COLUMN_MISSING: 'does not exist in the replicated relation',
     }[code];
-    super(code, `required column "${details.column}" of ${details.table} ${what}; update the mapper's column declaration (or the schema) before resuming`, details);
+    const readBy = details.mappers === undefined ? '' : details.mappers.length === 0 ? ' (required by source.tables)' : ` (allowlisted by mapper ${details.mappers.join(', ')})`;
+    super(
+      code,
+      `required column "${details.column}" of ${details.table}${readBy} ${what}; nothing from the transaction that showed it was delivered, and the slot is not acknowledged past it. Fix: ${schemaChangeFix(code, details)}`,
+      details,
+    );
     this.table = details.table;
     this.column = details.column;
   }

@@ -20,13 +20,14 @@ import { createContractCheck, type ContractCheck } from './contract-check.js';
 import { openDestination } from './destination-start.js';
 import type { Logger } from './logger.js';
 import { createRunControl, errorInfo, StopBeforeStart, type RunControl } from './run-control.js';
+import { nameSchemaChangeMappers } from './schema-halt.js';
 import { runTransactionLoop } from './run-loop.js';
 import type { RunStats } from './run-stats.js';
 import { startSnapshots } from './snapshot-start.js';
 import { startIncremental, startNextRequest } from './snapshot-requests.js';
 import { createSnapshotState, type SnapshotDeps } from './snapshot-state.js';
 import { awaitFreeSlot, type LeaderLock, type StandbyTracker } from './standby.js';
-import { checkSlotAgainstCheckpoint, readLastCheckpoint, type LastCheckpoint } from './start-decision.js';
+import { checkSlotAgainstCheckpoint, readLastCheckpoint, resumePoint, type LastCheckpoint } from './start-decision.js';
 import { createStartupGuard } from './startup.js';
 import { slotCheckRow, identifySystem } from './source-queries.js';
 import { aggregateSinkStatus, assemblerStatus, runSummary } from './status.js';
@@ -76,7 +77,7 @@ async function loadContracts(dir: string): Promise<ContractRegistry> {
   }
 }
 
-function buildSource(config: ResolvedConfig, log: Logger, checkpoints: CheckpointWriter | null, standby: StandbyTracker, loseSlot: (holder: SlotHolder) => void): PostgresSource {
+function buildSource(config: ResolvedConfig, log: Logger, checkpoints: CheckpointWriter | null, standby: StandbyTracker, loseSlot: (holder: SlotHolder) => void, startLsn: Lsn | null): PostgresSource {
   return createPostgresSource({
     connection: config.source.connection,
     slot: config.source.slot,
@@ -88,13 +89,18 @@ function buildSource(config: ResolvedConfig, log: Logger, checkpoints: Checkpoin
     slotPollIntervalMs: config.standby.pollIntervalMs,
     ...(config.source.statusIntervalMs !== undefined ? { statusIntervalMs: config.source.statusIntervalMs } : {}),
     ...(config.source.spillDir !== undefined ? { spillDir: config.source.spillDir } : {}),
+    ...(startLsn ? { startLsn } : {}),
     ...(checkpoints ? { idleAcknowledgeLimit: () => checkpoints.recordedLsn } : {}),
     onReconnect: (error, delayMs, attempt) => log.warn('source: connection lost, reconnecting', { error: errorInfo(error), delayMs, attempt }),
     onSlotActive: (holder) => (holder.ours ? standby.ownConnectionHolds(holder) : loseSlot(holder)),
+    onUncapturedTable: (table) =>
+      log.warn('source: changes of a table that is not captured arrive — it joined the publication (or a captured table was renamed); no mapper sees them, and the next start refuses (SOURCE_PUBLICATION_MISMATCH)', {
+        table, publication: config.source.publication, fix: `capture it (a mapper that declares it, or source.tables), or ALTER PUBLICATION … DROP TABLE ${table}`,
+      }),
   });
 }
 
-function logStarted(config: ResolvedConfig, log: Logger, started: { mode: SinkMode | null; snapshotAction: string | null; last: LastCheckpoint | null; slotConfirmed: Lsn | null; checked: boolean }): void {
+function logStarted(config: ResolvedConfig, log: Logger, started: { mode: SinkMode | null; snapshotAction: string | null; last: LastCheckpoint | null; slotConfirmed: Lsn | null; startLsn: Lsn | null; checked: boolean }): void {
   const { mode } = started;
   log.info('assembler started', {
     name: config.name,
@@ -110,8 +116,22 @@ function logStarted(config: ResolvedConfig, log: Logger, started: { mode: SinkMo
     contractViolation: config.failurePolicy.contractViolation,
     lastCheckpoint: started.last?.endLsn ?? null,
     slotConfirmedFlushLsn: started.slotConfirmed,
+    ...(started.startLsn ? { startLsn: started.startLsn } : {}),
     checks: started.checked ? 'passed' : 'skipped',
   });
+}
+
+/**
+ * The slot against the checkpoint stream (start-decision.ts): the slot's confirmed position, and
+ * the recorded position to stream from when the slot lags it (`null`: from the slot's).
+ */
+async function checkSlot(config: ResolvedConfig, last: LastCheckpoint | null): Promise<{ slotConfirmed: Lsn | null; resumeAt: Lsn | null }> {
+  const row = await slotCheckRow(config.source.connection, config.source.slot);
+  const slotConfirmed = checkSlotAgainstCheckpoint(row, last, { slot: config.source.slot, mode: config.snapshot.mode, assembler: config.name });
+  if (!slotConfirmed || !last || compareLsn(last.endLsn, slotConfirmed) <= 0) return { slotConfirmed, resumeAt: null };
+  // pg_control_system() may not be granted to the capture role; IDENTIFY_SYSTEM is.
+  const systemId = row?.system_identifier || (await identifySystem(config.source.connection)).systemId;
+  return { slotConfirmed, resumeAt: resumePoint(row, last, config.source.slot, systemId) };
 }
 
 /**
@@ -209,22 +229,25 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
     });
     const last = await waitForSlot(opened.last);
     let slotConfirmed: Lsn | null = null;
+    let resumeAt: Lsn | null = null;
     if (checkpointSink) {
-      slotConfirmed = checkSlotAgainstCheckpoint(await slotCheckRow(config.source.connection, config.source.slot), last, { slot: config.source.slot, mode: config.snapshot.mode, assembler: config.name });
+      ({ slotConfirmed, resumeAt } = await checkSlot(config, last));
       // What the slot already confirmed is durable by definition of the check above.
       let recorded = last?.endLsn ?? slotConfirmed;
       if (recorded && slotConfirmed && compareLsn(slotConfirmed, recorded) > 0) recorded = slotConfirmed;
       checkpoints.recordedLsn = recorded;
     }
     const resumeFrom = await startSnapshots(snapshotDeps, last?.endLsn ?? null, () => (state = 'running'));
-    source = deps.source ?? buildSource(config, log, checkpointSink ? checkpoints : null, standby, loseSlot);
+    // A snapshot phase made a new slot: it streams from its own consistent point.
+    const startLsn = snapshots.info?.action === 'new-generation' || snapshots.info?.action === 'initial-snapshot' ? null : resumeAt;
+    source = deps.source ?? buildSource(config, log, checkpointSink ? checkpoints : null, standby, loseSlot, startLsn);
     if (control.stopRequested) throw new StopBeforeStart();
     const report = await source.start();
     // Nothing below (incremental snapshots, checkpoints) runs before this process holds the slot.
     if ((await control.until(source.streaming())) === 'stop' || control.stopRequested) throw new StopBeforeStart();
     standby.leading();
     state = 'running';
-    logStarted(config, log, { mode, snapshotAction: snapshots.info?.action ?? null, last, slotConfirmed, checked: Boolean(report) });
+    logStarted(config, log, { mode, snapshotAction: snapshots.info?.action ?? null, last, slotConfirmed, startLsn, checked: Boolean(report) });
     if (resumeFrom) startIncremental(snapshotDeps, resumeFrom, true);
     else if (snapshots.requests.queued.length > 0) {
       // Requests queued behind a snapshot that finished just before the last stop.
@@ -245,7 +268,7 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
       }
       reason = await runTransactionLoop(source!, control, (tx) => routeTransaction(snapshotDeps, tx));
     } catch (error) {
-      if (!(error instanceof StopBeforeStart)) control.fail(error);
+      if (!(error instanceof StopBeforeStart)) control.fail(nameSchemaChangeMappers(error, config.mappers));
     }
     state = control.fatal ? 'failed' : 'stopping';
     if (idleTimer) clearInterval(idleTimer);

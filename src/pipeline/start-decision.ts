@@ -73,6 +73,22 @@ export function checkSlotAgainstCheckpoint(row: SlotCheckRow | null, last: LastC
   return row.confirmed_flush_lsn;
 }
 
+/**
+ * Where streaming resumes when the slot lags the checkpoint stream: the last recorded position,
+ * else `null` (the slot's confirmed position). The slot lags when the previous run's last
+ * acknowledgement did not reach PostgreSQL — a halt on a schema change closes the replication
+ * connection at once, a crash can fall between recording and acknowledging. PostgreSQL starts
+ * at the greater of the requested position and confirmed_flush_lsn and skips the transactions
+ * committed before it (START_REPLICATION), so what is recorded durable is not sent again — which
+ * matters after a column rename: a replay of the old shape would stop the mapper already updated
+ * for the new one. Only a checkpoint of this slot on this very system counts (`systemId` known on
+ * both sides): LSNs of another cluster say nothing about this one, and skipping by them loses data.
+ */
+export function resumePoint(row: SlotCheckRow | null, last: LastCheckpoint | null, slot: string, systemId: string | null): Lsn | null {
+  if (!row?.confirmed_flush_lsn || !last || last.slot !== slot || !last.systemId || last.systemId !== systemId) return null;
+  return compareLsn(last.endLsn, row.confirmed_flush_lsn) > 0 ? last.endLsn : null;
+}
+
 export interface StartDecisionInput {
   readonly mode: SnapshotMode;
   /** The last recorded checkpoint position, if any. */

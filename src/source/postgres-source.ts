@@ -27,12 +27,13 @@ import { EventAssemblerError } from '../errors.js';
 import { flowChange, type FlowLimits } from './backpressure.js';
 import { runStartupChecks, type CapturedTable, type StartupCheckReport } from './checks.js';
 import { createMessageOrder } from './message-order.js';
+import type { RelationMessage } from './pgoutput/messages.js';
 import { makeSourcePosition, parseLsn } from './position.js';
 import { createRelationRegistry, type RelationRegistry } from './relations.js';
 import { createReplicationStream, type ReplicationSession, type ReplicationStream } from './replication.js';
 import { parsePostgresSourceOptions, SourceConfigError, type ParsedOptions, type PostgresSourceOptions } from './source-options.js';
 import { createTransactionIntake } from './transaction-intake.js';
-import type { Lsn, SourcePosition } from './types.js';
+import type { Lsn, QualifiedTable, SourcePosition } from './types.js';
 
 /** `waiting-for-slot`: another connection streams the slot (a standby, or a lost connection of ours PostgreSQL has not ended yet). */
 export type SourceState = 'new' | 'starting' | 'streaming' | 'reconnecting' | 'waiting-for-slot' | 'failed' | 'closed';
@@ -163,6 +164,16 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
     fail(error instanceof Error ? error : new Error(String(error)));
   }
 
+  const captured = new Set(options.tables.map((t) => (typeof t === 'string' ? t : t.table)));
+  const uncaptured = new Set<QualifiedTable>();
+  /** pgoutput describes a table before its first change in a session: one that is not captured joined the publication meanwhile. */
+  function noteRelation(message: RelationMessage): void {
+    const table = `${message.schema}.${message.name}`;
+    if (captured.has(table) || uncaptured.has(table)) return;
+    uncaptured.add(table);
+    options.onUncapturedTable?.(table);
+  }
+
   function updateFlow(): void {
     const change = flowChange(reader.paused, intake.inFlightTransactions, intake.inFlightBytes, order.pending, limits);
     if (change === 'pause') reader.pause();
@@ -170,7 +181,10 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
   }
 
   const order = createMessageOrder({
-    take: (message, walStart, size) => intake.take(message, walStart, size),
+    take: (message, walStart, size) => {
+      if (message.tag === 'relation') noteRelation(message);
+      return intake.take(message, walStart, size);
+    },
     failed: () => fatalError !== null,
     onError: failWith,
     onFlowCheck: updateFlow,

@@ -127,8 +127,9 @@ export function diffRelations(previous: RelationVersion | null, current: Relatio
   };
 }
 
-function columnRef(c: ColumnDefinition | undefined): { name: string; typeOid: number } | null {
-  return c === undefined ? null : { name: c.name, typeOid: c.typeOid };
+function columnRef(c: ColumnDefinition | undefined): { name: string; typeOid: number; typeName?: string } | null {
+  if (c === undefined) return null;
+  return c.typeName === undefined ? { name: c.name, typeOid: c.typeOid } : { name: c.name, typeOid: c.typeOid, typeName: c.typeName };
 }
 
 export function createRelationRegistry(options: RelationRegistryOptions = {}): RelationRegistry {

@@ -8,7 +8,7 @@ import { EventAssemblerError } from '../errors.js';
 import type { CapturedTable } from './checks.js';
 import { isLsn } from './position.js';
 import { DEFAULT_BACKOFF, DEFAULT_SLOT_POLL_INTERVAL_MS, type SlotHolder } from './replication.js';
-import type { Lsn, MessageChange } from './types.js';
+import type { Lsn, MessageChange, QualifiedTable } from './types.js';
 
 /** Source options are invalid; `field` names the option (dotted path). */
 export class SourceConfigError extends EventAssemblerError {
@@ -132,6 +132,12 @@ export interface PostgresSourceOptions {
    * asking again. Default: none (the source keeps polling).
    */
   readonly onSlotActive?: (holder: SlotHolder, delayMs: number) => void;
+  /**
+   * Told once per table when pgoutput describes a table that is not in `tables`: it was added to
+   * the publication while streaming (or a captured table was renamed). Its changes reach no
+   * mapper, and the next start's publication check refuses. Default: none.
+   */
+  readonly onUncapturedTable?: (table: QualifiedTable) => void;
 }
 
 export type ParsedOptions = z.infer<typeof optionsSchema>;

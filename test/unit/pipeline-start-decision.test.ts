@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { RebuildNeededError } from '../../src/pipeline/errors.js';
 import type { SlotCheckRow, SlotState } from '../../src/pipeline/source-queries.js';
-import { checkSlotAgainstCheckpoint, decideStart, type LastCheckpoint, type StartDecisionInput } from '../../src/pipeline/start-decision.js';
+import { checkSlotAgainstCheckpoint, decideStart, resumePoint, type LastCheckpoint, type StartDecisionInput } from '../../src/pipeline/start-decision.js';
 import { decideSnapshot, newSnapshotProgress, updateTable } from '../../src/source/snapshot/index.js';
 
 const SYSTEM = '7000000000000000001';
@@ -22,6 +22,30 @@ function refusal(run: () => unknown): RebuildNeededError {
   }
   throw new Error('expected a RebuildNeededError, nothing was thrown');
 }
+
+describe('resumePoint', () => {
+  it('streams from the recorded checkpoint when the slot lags it (the last acknowledgement did not reach PostgreSQL)', () => {
+    expect(resumePoint(row({ confirmed_flush_lsn: '0/1000' }), last({ endLsn: '0/2000' }), 'ea_slot', SYSTEM)).toBe('0/2000');
+    // As positions, not as text: 0xA000 is past 0x9000 but sorts before '0/9000'.
+    expect(resumePoint(row({ confirmed_flush_lsn: '0/9000' }), last({ endLsn: '0/A000' }), 'ea_slot', SYSTEM)).toBe('0/A000');
+  });
+
+  it('from the slot when it is at the checkpoint, or when there is no slot position or no checkpoint', () => {
+    expect(resumePoint(row({ confirmed_flush_lsn: '0/2000' }), last({ endLsn: '0/2000' }), 'ea_slot', SYSTEM)).toBeNull();
+    expect(resumePoint(row({ confirmed_flush_lsn: null }), last(), 'ea_slot', SYSTEM)).toBeNull();
+    expect(resumePoint(null, last(), 'ea_slot', SYSTEM)).toBeNull();
+    expect(resumePoint(row({ confirmed_flush_lsn: '0/1000' }), null, 'ea_slot', SYSTEM)).toBeNull();
+  });
+
+  it("never from a checkpoint of another slot, another system, or one whose system is unknown: skipping by another history's LSNs loses data", () => {
+    const lagging = row({ confirmed_flush_lsn: '0/1000' });
+    expect(resumePoint(lagging, last({ endLsn: '0/2000', slot: 'other_slot' }), 'ea_slot', SYSTEM)).toBeNull();
+    expect(resumePoint(lagging, last({ endLsn: '0/2000', slot: null }), 'ea_slot', SYSTEM)).toBeNull();
+    expect(resumePoint(lagging, last({ endLsn: '0/2000' }), 'ea_slot', OTHER_SYSTEM)).toBeNull();
+    expect(resumePoint(lagging, last({ endLsn: '0/2000', systemId: null }), 'ea_slot', SYSTEM)).toBeNull();
+    expect(resumePoint(lagging, last({ endLsn: '0/2000' }), 'ea_slot', '')).toBeNull();
+  });
+});
 
 describe('checkSlotAgainstCheckpoint', () => {
   it('gives null when there is no slot (the source\'s own checks name it) or it never confirmed anything', () => {
