@@ -50,9 +50,9 @@ async function fill(db: BenchDatabase, invoices: number): Promise<number> {
   const customers = Math.max(CUSTOMERS, Math.ceil(invoices / 10));
   await db.query(`INSERT INTO customer (id, name, email, country) SELECT 'c' || i, 'Customer ' || i, 'c' || i || '@example.com', (ARRAY['DE','FR','NL','AT'])[1 + i % 4] FROM generate_series(${CUSTOMERS + 1}, ${customers}) i`);
   await db.query(`INSERT INTO invoice (id, customer_id, number, status, currency, total, issued_at)
-    SELECT 'inv_' || lpad(g::text, 7, '0'), 'c' || (1 + (g * 7919) % ${customers}), 'N-' || g,
+    SELECT 'inv_' || lpad(g::text, 7, '0'), 'c' || (1 + (g::bigint * 7919) % ${customers}), 'N-' || g,
            s.status, (ARRAY['EUR','EUR','EUR','USD','GBP'])[1 + g % 5],
-           CASE WHEN s.status = 'draft' THEN 0 ELSE ((g * 104729) % 1000000) / 100.0 END::numeric(12,2),
+           CASE WHEN s.status = 'draft' THEN 0 ELSE ((g::bigint * 104729) % 1000000) / 100.0 END::numeric(12,2),
            CASE WHEN s.status = 'draft' THEN NULL ELSE now() END
     FROM generate_series(1, ${invoices}) g,
          LATERAL (SELECT (ARRAY['draft','issued','issued','paid','paid','paid','paid','paid','paid','void'])[1 + g % 10] AS status) s`);
