@@ -6,5 +6,6 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const main = fileURLToPath(new URL('../../.tmp/bench-build/cli/main.js', import.meta.url));
 if (!existsSync(main)) throw new Error(`no build at ${main} — run "npx tsc -p tsconfig.build.json --outDir .tmp/bench-build" first`);
-const { buildProgram } = (await import(pathToFileURL(main).href)) as { buildProgram(): { parseAsync(argv: string[]): Promise<unknown> } };
-await buildProgram().parseAsync(process.argv);
+// buildProgram is async and loads only the subcommand argv names (cli/main.ts), as bin/ calls it.
+const { buildProgram } = (await import(pathToFileURL(main).href)) as { buildProgram(argv?: readonly string[]): Promise<{ parseAsync(argv: string[]): Promise<unknown> }> };
+await (await buildProgram(process.argv)).parseAsync(process.argv);

@@ -16,6 +16,7 @@ import type * as ContractsModule from '../../src/contracts/index.js';
 import type * as MappingModule from '../../src/mapping/index.js';
 import type * as PipelineModule from '../../src/pipeline/index.js';
 import type * as PositionModule from '../../src/source/position.js';
+import type * as ReconcileModule from '../../src/reconcile/index.js';
 import type * as ReplicationModule from '../../src/source/replication.js';
 import type * as SinkModule from '../../src/sink/index.js';
 import type * as SourceModule from '../../src/source/index.js';
@@ -43,4 +44,5 @@ export const { loadContractRegistry } = await load<typeof ContractsModule>('cont
 export const { startInMemoryKurrentDB } = await load<typeof KurrentModule>('testing/kurrentdb/index');
 export const { createKurrentDBSink } = await load<typeof SinkModule>('sink/index');
 export const { insert, transaction } = await load<typeof MapperKitModule>('testing/mapper-kit');
+export const { reconcile } = await load<typeof ReconcileModule>('reconcile/index');
 export const { createProjectionRunner, defineProjection } = await load<typeof ConsumerModule>('consumer/index');

@@ -9,6 +9,7 @@
 import { FORWARDS, START, streamNameFilter, type KurrentDBClient } from '@kurrent/kurrentdb-client';
 import { compareLsn, isLsn } from '../source/position.js';
 import type { Lsn } from '../source/types.js';
+import { FOLD_METADATA_KEYS } from './compare.js';
 import type { ReconcileEvent } from './define-reconciler.js';
 
 /** The LSN an event is ordered at, and whether it is a snapshot record's (`null`: no receipt). */
@@ -37,10 +38,20 @@ function contractVersion(metadata: Readonly<Record<string, string>>, type: strin
   return at > 0 && contract.slice(0, at) === type && Number.isInteger(version) ? version : null;
 }
 
+/**
+ * Metadata keys an event is read with: what the fold sees and what the cut rule needs. The sink
+ * stamps about thirty (diagnosis, transaction boundaries); copying them all cost more than any
+ * other step of the destination pass (0.6 of 10.7 s CPU for 200,000 events, bench:reconcile).
+ */
+const READ_METADATA_KEYS = [...new Set([...FOLD_METADATA_KEYS, 'receipt.kind', 'receipt.lsn', 'receipt.commitLsn', 'source.commitLsn'])];
+
 function stringMetadata(value: unknown): Record<string, string> {
   const out: Record<string, string> = {};
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return out;
-  for (const [key, v] of Object.entries(value as Record<string, unknown>)) if (typeof v === 'string') out[key] = v;
+  for (const key of READ_METADATA_KEYS) {
+    const v = Object.hasOwn(value, key) ? (value as Record<string, unknown>)[key] : undefined;
+    if (typeof v === 'string') out[key] = v;
+  }
   return out;
 }
 

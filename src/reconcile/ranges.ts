@@ -7,12 +7,19 @@
  * hash collision); only the others are compared entity by entity (Datafold data-diff's idea of
  * comparing checksums of ranges before rows, one level deep).
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { appendFile, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 
 const MASK64 = (1n << 64n) - 1n;
 const FLUSH_BYTES = 256 * 1024;
+/**
+ * Lines buffered over all of one side's ranges before every buffer is written. Without it the
+ * buffers grew with the number of ranges (table rows / range size), not with the range size:
+ * 1,000,000 invoices in ranges of 2,000 (500 ranges) took the process from 0.41 to 0.71 GiB
+ * (bench:reconcile), and a table of 100 million rows at the default range size would buffer 1 GiB.
+ */
+const BUFFERED_BYTES = 8 * 1024 * 1024;
 
 /** JSON with object keys sorted at every level (bigints as decimal strings): equal values, equal text. */
 export function canonicalJson(value: unknown): string {
@@ -35,9 +42,12 @@ export function rangeOf(stream: string, ranges: number): number {
   return (h >>> 0) % ranges;
 }
 
-/** 64-bit hash of one entity as a side sees it. */
+/**
+ * 64-bit hash of one entity as a side sees it: the first 64 bits of SHA-1. One-shot and as hex:
+ * a Hash object and a Buffer per entity cost three times as much (1.0 vs 0.25 s per 400,000).
+ */
 export function entityHash(stream: string, canonicalState: string): bigint {
-  return createHash('sha1').update(stream).update('\n').update(canonicalState).digest().readBigUInt64LE(0);
+  return BigInt(`0x${hash('sha1', `${stream}\n${canonicalState}`, 'hex').slice(0, 16)}`);
 }
 
 /** Per-range sums of entity hashes, and counts. */
@@ -58,6 +68,7 @@ export class RangeSums {
 export class RangeFiles {
   private readonly buffers: string[][];
   private readonly sizes: number[];
+  private buffered = 0;
   private constructor(private readonly dir: string, readonly ranges: number) {
     this.buffers = Array.from({ length: ranges }, () => []);
     this.sizes = new Array<number>(ranges).fill(0);
@@ -71,10 +82,12 @@ export class RangeFiles {
     return join(this.dir, `${range}.ndjson`);
   }
 
-  /** Adds one line to `range`; when the range's buffer is full, the promise of its write (the caller's backpressure: await it). */
+  /** Adds one line to `range`; when the range's buffer (or all of them) is full, the promise of the writes (the caller's backpressure: await it). */
   add(range: number, line: string): Promise<void> | null {
     this.buffers[range]!.push(line);
     this.sizes[range]! += line.length + 1;
+    this.buffered += line.length + 1;
+    if (this.buffered >= BUFFERED_BYTES) return this.flush();
     return this.sizes[range]! >= FLUSH_BYTES ? this.flushRange(range) : null;
   }
 
@@ -82,12 +95,16 @@ export class RangeFiles {
     const lines = this.buffers[range]!;
     if (lines.length === 0) return;
     this.buffers[range] = [];
+    this.buffered -= this.sizes[range]!;
     this.sizes[range] = 0;
     await appendFile(this.file(range), `${lines.join('\n')}\n`);
   }
 
+  /** Writes every buffer (one append per range, concurrently: each range's lines stay in order). */
   async flush(): Promise<void> {
-    for (let r = 0; r < this.ranges; r++) await this.flushRange(r);
+    const writes: Promise<void>[] = [];
+    for (let r = 0; r < this.ranges; r++) writes.push(this.flushRange(r));
+    await Promise.all(writes);
   }
 
   /** The range's lines in the order they were added (the range is small enough to hold). */

@@ -72,6 +72,16 @@ export function sourceLine(reconcilers: readonly AnyReconciler[], r: number, tab
   return { stream, canonical, line: [r, stream, canonical, key] };
 }
 
+const bigintsAsText = (_key: string, v: unknown) => (typeof v === 'bigint' ? v.toString() : v);
+
+/** A replacer makes JSON.stringify several times slower: used only for keys that need it (bigint values, such as int8 or int8[] columns). */
+function hasBigint(value: unknown): boolean {
+  if (typeof value === 'bigint') return true;
+  if (value === null || typeof value !== 'object') return false;
+  for (const v of Object.values(value)) if (hasBigint(v)) return true;
+  return false;
+}
+
 /** Scans each reconciler's table at the cut into the ranges, summing each range's hash. Returns rows per reconciler. */
 export async function spillSource(
   client: pg.ClientBase, reconcilers: readonly AnyReconciler[], tables: readonly SourceTable[], files: RangeFiles, sums: RangeSums, progress: (p: ReconcileProgress) => void,
@@ -84,7 +94,7 @@ export async function spillSource(
         const { stream, canonical, line } = sourceLine(reconcilers, r, table, row);
         const range = rangeOf(stream, files.ranges);
         sums.add(range, entityHash(stream, canonical));
-        const write = files.add(range, JSON.stringify(line, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)));
+        const write = files.add(range, JSON.stringify(line, hasBigint(line[3]) ? bigintsAsText : undefined));
         if (write) await write;
       }
       rows[r]! += batch.length;

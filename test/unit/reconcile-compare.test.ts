@@ -78,6 +78,23 @@ describe('ranges', () => {
     await files.remove();
     expect(await files.lines(0)).toEqual([]);
   });
+
+  it('many ranges buffer at most 8 MiB in all: past it every range is written, each in the order added', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ea-ranges-'));
+    dirs.push(dir);
+    const ranges = 200;
+    const files = await RangeFiles.create(dir, 'test', ranges);
+    const pad = 'x'.repeat(250);
+    // 10 MB over 200 ranges: 50 KB each, below a range's own 256 KiB threshold.
+    for (let i = 0; i < 40_000; i++) await files.add(i % ranges, `${i} ${pad}`);
+    for (const range of [0, 99, 199]) expect((await files.lines(range)).length).toBeGreaterThan(0);
+    await files.flush();
+    for (const range of [0, 99, 199]) {
+      const numbers = (await files.lines(range)).map((line) => Number(line.split(' ')[0]));
+      expect(numbers).toEqual(Array.from({ length: 200 }, (_, k) => range + k * ranges));
+    }
+    await files.remove();
+  });
 });
 
 describe('one range compared', () => {

@@ -9,7 +9,7 @@ import { streamDeletedError } from './errors.js';
 import { toEventFilter } from './event-filter.js';
 import { streamsPb } from './proto.js';
 import { lastStreamPosition, streamNameOf, streamNotFound, toReadResp, type EncodeOptions } from './read-messages.js';
-import type { EventStore } from './store.js';
+import type { EventStore, RecordedEvent } from './store.js';
 import { subscribeToAll, subscribeToStream, type RegisterSubscription } from './streams-subscribe.js';
 
 export { toReadResp } from './read-messages.js';
@@ -49,7 +49,32 @@ function readStream(store: ReadableStore, call: ReadCall, options: Options, enco
   call.end();
 }
 
-function readAll(store: ReadableStore, call: ReadCall, options: Options, encode: EncodeOptions): void {
+/**
+ * Resolves once `call` can take more (its buffer drained), or is gone (cancelled, closed): each
+ * response waits for the client's HTTP/2 flow-control window, as KurrentDB's reads do.
+ */
+function writable(call: ReadCall): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      call.off('drain', done);
+      call.off('cancelled', done);
+      call.off('close', done);
+      resolve();
+    };
+    call.on('drain', done);
+    call.on('cancelled', done);
+    call.on('close', done);
+  });
+}
+
+/**
+ * A $all read streams its records with back-pressure. Written all in one go (as before), a read
+ * of 1,000,000 events held every encoded response in this process (4.8 GB) and sent nothing for
+ * 17 s while encoding them — long enough, on a busy server, for the client's keep-alive to give
+ * up (UNAVAILABLE). KurrentDB reads in pages and its gRPC writes wait for the window. The records
+ * read are those in the log when the read starts, as before.
+ */
+async function readAll(store: ReadableStore, call: ReadCall, options: Options, encode: EncodeOptions): Promise<void> {
   const all = options.getAll()!;
   const { AllOptionCase } = streamsPb.ReadReq.Options.AllOptions;
   const backwards = options.getReadDirection() === ReadDirection.BACKWARDS;
@@ -57,17 +82,22 @@ function readAll(store: ReadableStore, call: ReadCall, options: Options, encode:
   const filter = options.hasFilter() ? toEventFilter(options.getFilter()!) : () => true;
   const maxCount = BigInt(options.getCount());
   let sent = 0n;
+  const send = async (event: RecordedEvent): Promise<boolean> => {
+    if (!call.write(toReadResp(event, encode))) await writable(call);
+    sent++;
+    return !call.cancelled && !call.destroyed;
+  };
 
   if (!backwards) {
     // Forwards from a position: inclusive.
     let index = 0;
-    if (all.getAllOptionCase() === AllOptionCase.END) index = log.length;
+    const end = log.length;
+    if (all.getAllOptionCase() === AllOptionCase.END) index = end;
     else if (all.getAllOptionCase() === AllOptionCase.POSITION) index = store.logIndexAtOrAfter(BigInt(all.getPosition()!.getCommitPosition()));
-    for (; index < log.length && sent < maxCount; index++) {
+    for (; index < end && sent < maxCount; index++) {
       const event = log[index]!;
       if (!filter(event)) continue;
-      call.write(toReadResp(event, encode));
-      sent++;
+      if (!(await send(event))) return;
     }
   } else {
     // Backwards from a position: the records before it.
@@ -77,8 +107,7 @@ function readAll(store: ReadableStore, call: ReadCall, options: Options, encode:
     for (; index >= 0 && sent < maxCount; index--) {
       const event = log[index]!;
       if (!filter(event)) continue;
-      call.write(toReadResp(event, encode));
-      sent++;
+      if (!(await send(event))) return;
     }
   }
   call.end();
@@ -100,6 +129,6 @@ export function createReadHandler(context: ServerContext, registerSubscription: 
       if (subscription) subscribeToStream(subscriptions, call, options, encode);
       else readStream(store, call, options, encode);
     } else if (subscription) subscribeToAll(subscriptions, call, options, encode);
-    else readAll(store, call, options, encode);
+    else void readAll(store, call, options, encode).catch((error: unknown) => call.destroy(error as Error));
   };
 }
