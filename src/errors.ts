@@ -83,6 +83,38 @@ export class SchemaChangeError extends EventAssemblerError {
   }
 }
 
+/** What {@link TableRenamedError} carries. */
+export interface TableRenamedErrorDetails {
+  /** The captured name the table had (`schema.table`). */
+  readonly from: string;
+  /** The name pgoutput now describes the same relation (OID) by. */
+  readonly to: string;
+  readonly relationId: number;
+  /** The mappers that read the table under its old name, added by the pipeline; absent when unknown. */
+  readonly mappers?: readonly string[];
+}
+
+/**
+ * A captured table was renamed (or moved to another schema) while streaming. Its changes would
+ * now carry a name no mapper reads, and would pass through without an event — so the line stops
+ * before delivering the transaction that showed the new name.
+ */
+export class TableRenamedError extends EventAssemblerError {
+  declare readonly code: 'SCHEMA_CAPTURED_TABLE_RENAMED';
+  declare readonly details: TableRenamedErrorDetails;
+
+  constructor(details: TableRenamedErrorDetails) {
+    const readBy = details.mappers === undefined || details.mappers.length === 0 ? '' : ` (read by mapper ${details.mappers.join(', ')})`;
+    const where = details.mappers === undefined || details.mappers.length === 0 ? 'source.tables' : `source.tables (if listed) and the tables of mapper ${details.mappers.join(', ')}`;
+    super(
+      'SCHEMA_CAPTURED_TABLE_RENAMED',
+      `captured table ${details.from}${readBy} was renamed to ${details.to} (relation OID ${details.relationId}); its changes would reach no mapper, so nothing from the transaction that showed it was delivered, and the slot is not acknowledged past it. ` +
+        `Fix: name it "${details.to}" in ${where} (and in the reconcilers), deploy, then start again — or rename the table back`,
+      details,
+    );
+  }
+}
+
 /** A pgoutput payload could not be decoded (truncated, unknown tag, bad tuple kind). */
 export class PgoutputDecodeError extends EventAssemblerError {
   constructor(message: string, details: Readonly<Record<string, unknown>> = {}) {

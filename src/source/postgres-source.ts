@@ -117,7 +117,7 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
   const config = parsePostgresSourceOptions(options);
   const connection: pg.ClientConfig = typeof config.connection === 'string' ? { connectionString: config.connection } : (config.connection as pg.ClientConfig);
   const publications = typeof config.publication === 'string' ? [config.publication] : config.publication;
-  const relations = createRelationRegistry();
+  const relations = createRelationRegistry({ captured: options.tables.map((t) => (typeof t === 'string' ? t : t.table)) });
   for (const t of options.tables) {
     if (typeof t !== 'string' && t.requiredColumns?.length) relations.requireColumns(t.table, t.requiredColumns);
   }

@@ -13,7 +13,7 @@
  * Limit: "drop column x, add column y of the same type" in one step, with x last, looks exactly
  * like "rename x to y"; a rename combined with an add/drop is reported as drop + add.
  */
-import { SchemaChangeError, ProtocolStateError, type SchemaChangeErrorCode } from '../errors.js';
+import { SchemaChangeError, ProtocolStateError, TableRenamedError, type SchemaChangeErrorCode } from '../errors.js';
 import type { RelationMessage, TypeMessage } from './pgoutput/messages.js';
 import type { ColumnDefinition, QualifiedTable, RelationVersion, SchemaChange } from './types.js';
 import { builtinTypeName, decoderForType, type ValueDecoder } from './values.js';
@@ -41,6 +41,11 @@ export interface RelationRegistryOptions {
    * such a table is compared against it. Default: none — first sight yields no SchemaChange.
    */
   readonly known?: readonly RelationVersion[];
+  /**
+   * The captured tables: a Relation message that describes one of them (by OID) under another
+   * name throws {@link TableRenamedError}. Default: none.
+   */
+  readonly captured?: readonly QualifiedTable[];
 }
 
 export interface RelationRegistry {
@@ -138,6 +143,7 @@ export function createRelationRegistry(options: RelationRegistryOptions = {}): R
   const known = new Map<QualifiedTable, RelationVersion>((options.known ?? []).map((v) => [v.table, v]));
   const typeNames = new Map<number, string>();
   const required = new Map<QualifiedTable, Set<string>>();
+  const captured = new Set(options.captured ?? []);
 
   const typeName = (oid: number) => typeNames.get(oid) ?? builtinTypeName(oid);
 
@@ -170,6 +176,10 @@ export function createRelationRegistry(options: RelationRegistryOptions = {}): R
           ? { name: c.name, typeOid: c.typeOid, typeModifier: c.typeModifier, isKey: (c.flags & 1) !== 0 }
           : { name: c.name, typeOid: c.typeOid, typeName: name, typeModifier: c.typeModifier, isKey: (c.flags & 1) !== 0 };
       });
+      const renamedFrom = byId.get(message.relationId)?.version.table;
+      if (renamedFrom !== undefined && renamedFrom !== table && captured.has(renamedFrom)) {
+        throw new TableRenamedError({ from: renamedFrom, to: table, relationId: message.relationId });
+      }
       const previousEntry = byId.get(message.relationId) ?? byName.get(table);
       const previous = previousEntry?.version ?? known.get(table) ?? null;
       const candidate: RelationVersion = {

@@ -62,11 +62,14 @@ export interface ShipmentsMapperOptions {
    * `none` (not allowlisted; the events say null). Default: `as-is`.
    */
   readonly weight?: 'as-is' | 'as-text' | 'none';
+  /** The table it reads. Default: {@link SHIPMENT}. */
+  readonly table?: string;
 }
 
 /** The `shipments` mapper: ShipmentRecorded on insert, ShipmentChanged on update; allowlists id, the carrier and (but for `none`) weight. */
 export function shipmentsMapper(options: ShipmentsMapperOptions = {}): AnyMapper {
   const carrier = options.carrier ?? 'carrier';
+  const table = options.table ?? SHIPMENT;
   const weightMode = options.weight ?? 'as-is';
   const columns = weightMode === 'none' ? ['id', carrier] : ['id', carrier, 'weight'];
   const weight = (row: Row): unknown => {
@@ -76,9 +79,9 @@ export function shipmentsMapper(options: ShipmentsMapperOptions = {}): AnyMapper
   const data = (row: Row) => ({ shipmentId: String(row['id']), carrier: row[carrier], weight: weight(row) });
   return defineMapper({
     name: 'shipments',
-    tables: { [SHIPMENT]: { columns } },
+    tables: { [table]: { columns } },
     map: (tx) =>
-      tx.changes(SHIPMENT).flatMap((change) => {
+      tx.changes(table).flatMap((change) => {
         if (change.op !== 'insert' && change.op !== 'update') return [];
         const type = change.op === 'insert' ? 'ShipmentRecorded' : 'ShipmentChanged';
         return [{ stream: `shipment-${String(change.after['id'])}`, type, version: 1, data: data(change.after) }];

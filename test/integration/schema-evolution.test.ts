@@ -1,7 +1,7 @@
 // Schema evolution under load (issue 17): while the invoicing workload writes all along, the
 // shape of a captured table changes the ways it does in production — a column added, a NOT NULL
 // column with a default, a column no mapper reads dropped, a type changed, an allowlisted column
-// renamed or dropped, a table added to the publication. Each case holds what docs/running.md
+// renamed or dropped, a table added to the publication, a captured table renamed. Each case holds what docs/running.md
 // ("Schema changes while streaming") says: nothing to do; the contract change surfaced; or a halt
 // naming the mapper and the column, and after the mapper's update and a restart nothing lost —
 // the halted transaction was not acknowledged past, and it and everything after it land exactly
@@ -213,6 +213,24 @@ describe('schema changes while streaming, under load', { timeout: 60_000 }, () =
     await delivered('s12', [recorded('s12', 'ups', null)]);
   });
 
+  it('renaming a captured table: a halt naming both names and the mapper; the old mapper is refused at start; reading the new name, nothing lost', async () => {
+    const renamed = 'public.shipment_v2';
+    await rig.sql(`ALTER TABLE ${SHIPMENT} RENAME TO shipment_v2`);
+    await rig.sql(`INSERT INTO ${renamed} (id, carrier_name) VALUES ('s13', 'dhl')`);
+    const haltedAt = await haltedOn('s13', 'SCHEMA_CAPTURED_TABLE_RENAMED', { from: SHIPMENT, to: renamed, mappers: ['shipments'] });
+    // Started as before, the mapper would read a table that no longer exists: refused before streaming.
+    await line.start(shipmentsMapper({ weight: 'none', carrier: 'carrier_name' }));
+    const refusal = await line.halted();
+    expect(refusal.code).toBe('SOURCE_CHECKS_FAILED');
+    expect(refusal.details).toMatchObject({
+      problems: [{ code: 'SOURCE_TABLE_MISSING', table: SHIPMENT }, { code: 'SOURCE_PUBLICATION_MISMATCH', missing: [SHIPMENT], extra: [renamed] }],
+    });
+    await line.start(shipmentsMapper({ weight: 'none', carrier: 'carrier_name', table: renamed }));
+    streamsFrom(haltedAt);
+    await delivered('s13', [recorded('s13', 'dhl', null)]);
+    await notAcknowledgedPast('s13', haltedAt);
+  });
+
   it('afterwards the invoicing line is exact, and every shipment event landed once, in order', async () => {
     liveRun.abort.abort();
     await liveRun.done;
@@ -235,7 +253,7 @@ describe('schema changes while streaming, under load', { timeout: 60_000 }, () =
 
     // Each shipment stream holds exactly what its case saw delivered: nothing replayed twice since.
     expect(rig.businessStreams().filter((s) => s.startsWith('shipment-'))).toEqual([...expectedStreams.keys()].map((id) => `shipment-${id}`).sort());
-    expect(expectedStreams.size).toBe(12);
+    expect(expectedStreams.size).toBe(13);
     for (const [id, events] of expectedStreams) expect(shipment(id), id).toEqual(events);
     const ids = rig.businessStreams().flatMap((s) => rig.events(s).map((e) => e.id));
     expect(new Set(ids).size).toBe(ids.length);

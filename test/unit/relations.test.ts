@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { EventAssemblerError, SchemaChangeError } from '../../src/errors.js';
+import { EventAssemblerError, SchemaChangeError, TableRenamedError } from '../../src/errors.js';
+import { nameSchemaChangeMappers } from '../../src/pipeline/schema-halt.js';
+import { defineMapper } from '../../src/mapping/index.js';
 import { deleteChange, insertChange, truncateChange, updateChange } from '../../src/source/changes.js';
 import type { RelationColumnMessage, RelationMessage, TupleValue } from '../../src/source/pgoutput/messages.js';
 import { createRelationRegistry } from '../../src/source/relations.js';
@@ -26,6 +28,32 @@ describe('RelationRegistry', () => {
     expect(again.entry).toBe(first.entry);
     expect(r.get(16384)).toBe(first.entry);
     expect(r.byTable('public.invoice')).toBe(first.entry);
+  });
+
+  it('a captured table renamed (same OID, another name) throws TableRenamedError and leaves the registry unchanged; an uncaptured one is followed', () => {
+    const r = createRelationRegistry({ captured: ['public.invoice'] });
+    const first = r.apply(rel(base));
+    let thrown: unknown;
+    try {
+      r.apply(rel(base, 'default', 16384, 'invoice_archive'));
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(TableRenamedError);
+    expect(thrown).toMatchObject({ code: 'SCHEMA_CAPTURED_TABLE_RENAMED', details: { from: 'public.invoice', to: 'public.invoice_archive', relationId: 16384 } });
+    expect(r.get(16384)).toBe(first.entry);
+    expect(r.byTable('public.invoice_archive')).toBeUndefined();
+    // The pipeline names the mappers that read the old name, and the fix says where to change it.
+    const reader = defineMapper({ name: 'invoices', tables: { 'public.invoice': { columns: ['id'] } }, map: () => [] });
+    const other = defineMapper({ name: 'others', tables: { 'public.customer': { columns: ['id'] } }, map: () => [] });
+    const named = nameSchemaChangeMappers(thrown, [reader, other]) as TableRenamedError;
+    expect(named.details.mappers).toEqual(['invoices']);
+    expect(named.message).toContain('captured table public.invoice (read by mapper invoices) was renamed to public.invoice_archive (relation OID 16384)');
+    expect(named.message).toContain('Fix: name it "public.invoice_archive" in source.tables (if listed) and the tables of mapper invoices');
+    // Not captured (e.g. a table that joined the publication): its rename is just followed.
+    const loose = createRelationRegistry({ captured: ['public.customer'] });
+    loose.apply(rel(base));
+    expect(loose.apply(rel(base, 'default', 16384, 'invoice_archive')).entry.version.table).toBe('public.invoice_archive');
   });
 
   it('added, dropped and retyped columns and a replica identity change', () => {
