@@ -7,10 +7,11 @@
 //    ≈ 3,000 × scale invoices (lines, payments): the large table the initial snapshot reads (in
 //    chunks of 1/25 of it). A reference slot with its own exported snapshot gives the expected
 //    history: its snapshot mapped (InvoiceImported) and its stream mapped (everything after).
-// 2. The assembler (`event-assembler run`, a child process) starts with `snapshot.mode: initial`
-//    and is SIGKILLed while the invoice table is being read (aimed by the snapshot's progress
-//    record, appends held 15 ms so a chunk cannot slip past): the next start must resume the same
-//    generation.
+// 2. The assembler (`event-assembler run`, a child process) starts with `snapshot.mode: initial`.
+//    While the invoice table is being read (aimed by the snapshot's progress record, appends held
+//    15 ms so a chunk cannot slip past), in the seed's order: a SIGKILL (the next start must
+//    resume the same generation) and a PostgreSQL restart, fast or immediate, with the assembler
+//    left running (it starts over in-process and resumes the snapshot).
 // 3. The seeded schedule (chaos-schedule.ts) then runs: per round two more SIGKILLs, a fast and an
 //    immediate PostgreSQL restart (the assembler left running: it reconnects), a KurrentDB outage
 //    ending in a restart that empties its weak-idempotency cache, a period of slow appends — while
@@ -38,7 +39,7 @@ import { compareEvents, expectedFromReference, formatDestinationReport, readDest
 import { createChaosWriter, type ChaosWriter, type WriterHistory } from '../support/chaos-writer.js';
 import { tailOf, waitFor } from './assembler-process.js';
 import { ASSEMBLER, GENERATION, PROGRESS_STREAM, PUBLICATION, REFERENCE, startChaosRig, TABLES, type ChaosRig } from './chaos-rig.js';
-import { emptyTally, killAssembler, perform, planSchedule, snapshotFinished, type ChaosTally } from './chaos-schedule.js';
+import { emptyTally, killAssembler, perform, planSchedule, restartPostgres, snapshotFinished, type ChaosTally } from './chaos-schedule.js';
 
 export interface ChaosOptions {
   /** 1: the `npm test` run; 10: the large run. */
@@ -57,6 +58,8 @@ export interface ChaosResult {
   readonly report: DestinationReport;
   /** The comparison run on doctored copies of the destination: what it reported for each. */
   readonly selfCheck: { readonly removed: DestinationReport; readonly duplicated: DestinationReport; readonly swapped: DestinationReport };
+  /** Logged by the assembler: replication stream reconnects, and run attempts started over after a lost PostgreSQL connection. */
+  readonly reconnects: { readonly stream: number; readonly attempts: number };
   readonly summary: string;
 }
 
@@ -75,8 +78,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const started = Date.now();
   const random = createPrng(seed);
   const schedule = planSchedule(scale, random);
-  const aimFraction = 0.15 + random() * 0.5;
-  log(`chaos run: seed ${seed} (CHAOS_SEED=${seed} repeats it), scale ${scale} (CHAOS_SCALE), ${schedule.length} scheduled faults: ${schedule.map((a) => a.kind).join(', ')}`);
+  const snapshotFaults = random() < 0.5 ? (['kill', random() < 0.5 ? 'pg-fast' : 'pg-immediate'] as const) : ([random() < 0.5 ? 'pg-fast' : 'pg-immediate', 'kill'] as const);
+  const aimFractions = [0.1 + random() * 0.3, 0.5 + random() * 0.4];
+  log(`chaos run: seed ${seed} (CHAOS_SEED=${seed} repeats it), scale ${scale} (CHAOS_SCALE), mid-snapshot ${snapshotFaults.join(' and ')}, then ${schedule.length} scheduled faults: ${schedule.map((a) => a.kind).join(', ')}`);
 
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'event-assembler-chaos-'));
   let writer: ChaosWriter | null = null;
@@ -104,20 +108,28 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     // The slot exists once the first progress record is there: only now may anything commit.
     await waitFor('the initial snapshot to record its start', async () => (await r.alive(), r.snapshotProgress() ?? false), { timeoutMs: 120_000 });
     w.start();
-    const target = Math.max(1, Math.floor(seeded.invoices * aimFraction));
-    await waitFor(
-      `the snapshot to read ${target} invoices`,
-      async () => {
-        await r.alive();
-        const invoice = r.snapshotProgress()?.tables.find((t) => t.table === 'public.invoice');
-        return invoice?.status === 'done' || (invoice?.status === 'running' && invoice.rowsDone >= target);
-      },
-      { timeoutMs: 300_000, intervalMs: 5 },
-    );
-    const snapshotKill = await killAssembler(r, tally);
+    // Two faults while the snapshot reads the invoices, in the seed's order: a SIGKILL, and a
+    // PostgreSQL restart (fast or immediate) with the assembler left running; both must resume it.
+    for (const [i, fault] of snapshotFaults.entries()) {
+      const target = Math.max(1, Math.floor(seeded.invoices * aimFractions[i]!));
+      await waitFor(
+        `the snapshot to read ${target} invoices`,
+        async () => {
+          await r.alive();
+          const invoice = r.snapshotProgress()?.tables.find((t) => t.table === 'public.invoice');
+          return invoice?.status === 'done' || (invoice?.status === 'running' && invoice.rowsDone >= target);
+        },
+        { timeoutMs: 300_000, intervalMs: 5 },
+      );
+      if (fault === 'kill') {
+        if (!(await killAssembler(r, tally)).midSnapshot) throw new Error(`the kill missed the snapshot: ${tally.lines.join('\n')}`);
+      } else {
+        await restartPostgres(r, fault, tally);
+        if (tally.pgMidSnapshot === 0) throw new Error(`the PostgreSQL restart missed the snapshot: ${tally.lines.join('\n')}`);
+      }
+      log(`chaos run: ${tally.lines[tally.lines.length - 1]}`);
+    }
     r.kurrent.setAppendLatency(0);
-    if (!snapshotKill.midSnapshot) throw new Error(`the first kill missed the snapshot: ${tally.lines.join('\n')}`);
-    log(`chaos run: ${tally.lines[0]}`);
 
     // ── the schedule, beside the writer; invoices once the snapshot is done ──
     const chaos = (async () => {
@@ -157,13 +169,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const caughtUp = await catchUp(r, history);
     const exit = await r.assembler!.kill('SIGTERM');
     if (exit.code !== 0) throw new Error(`the assembler did not stop cleanly on SIGTERM (code ${exit.code}, signal ${exit.signal})\n${await tailOf(r.logFile)}`);
+    const logText = await fs.readFile(r.logFile, 'utf8');
+    const count = (msg: string) => logText.split('\n').filter((line) => line.includes(`"msg":"${msg}`)).length;
+    const reconnects = { stream: count('source: connection lost, reconnecting'), attempts: count('PostgreSQL connection lost outside the replication stream') };
     const { report, selfCheck } = await compare(r);
     const durationMs = Date.now() - started;
     const events = report.expectedEvents;
     const summary =
       `chaos run: seed ${seed}, scale ${scale}: ${history.transactions + 1} transactions, ${events} events (${report.byType['InvoiceImported']?.expected ?? 0} imported by the snapshot), ` +
-      `kills ${tally.kills} (${tally.midSnapshotKills} mid-snapshot), PostgreSQL restarts ${tally.pgFast} fast / ${tally.pgImmediate} immediate, ` +
-      `destination outages ${tally.outages} (each ending in a restart), slow-append periods ${tally.slowPeriods}, ` +
+      `kills ${tally.kills} (${tally.midSnapshotKills} mid-snapshot), PostgreSQL restarts ${tally.pgFast} fast / ${tally.pgImmediate} immediate (${tally.pgMidSnapshot} mid-snapshot, the assembler left running), ` +
+      `destination outages ${tally.outages} (each ending in a restart), slow-append periods ${tally.slowPeriods}; ` +
+      `the assembler reconnected its stream ${reconnects.stream} times and started over in-process ${reconnects.attempts} times; ` +
       `writer retries ${history.stats.retries} (commits in doubt: ${history.stats.unknownCommitted} committed, ${history.stats.unknownAborted} not), ` +
       `duration ${(durationMs / 1000).toFixed(1)} s (snapshot done at ${(snapshotMs / 1000).toFixed(1)} s, caught up in ${(caughtUp / 1000).toFixed(1)} s) — ${report.ok ? 'destination OK' : 'destination DIFFERS'}`;
     log(formatDestinationReport(report, { maxListed: 10 }));
@@ -172,7 +188,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     if (!report.ok || problems.length > 0) {
       throw new Error(`chaos run (seed ${seed}, scale ${scale}) failed:\n${formatDestinationReport(report, { maxListed: 10 })}\n${problems.join('\n')}\nfaults:\n  ${tally.lines.join('\n  ')}\n${summary}`);
     }
-    return { seed, scale, durationMs, seeded, history, tally, report, selfCheck, summary };
+    return { seed, scale, durationMs, seeded, history, tally, report, selfCheck, reconnects, summary };
   } catch (error) {
     if (error instanceof Error && rig) error.message += `\nfaults so far:\n  ${tally.lines.join('\n  ')}\n--- assembler log (tail) ---\n${await tailOf(rig.logFile, 4_000)}`;
     throw error;

@@ -33,13 +33,15 @@ export interface ChaosTally {
   midSnapshotKills: number;
   pgFast: number;
   pgImmediate: number;
+  /** PostgreSQL restarts while the snapshot was unfinished. */
+  pgMidSnapshot: number;
   outages: number;
   slowPeriods: number;
   /** One line per fault, for the log and a failure message. */
   readonly lines: string[];
 }
 
-export const emptyTally = (): ChaosTally => ({ kills: 0, midSnapshotKills: 0, pgFast: 0, pgImmediate: 0, outages: 0, slowPeriods: 0, lines: [] });
+export const emptyTally = (): ChaosTally => ({ kills: 0, midSnapshotKills: 0, pgFast: 0, pgImmediate: 0, pgMidSnapshot: 0, outages: 0, slowPeriods: 0, lines: [] });
 
 /** Every kind in each round, shuffled; two kills per round. */
 export function planSchedule(rounds: number, random: () => number): ChaosAction[] {
@@ -86,6 +88,26 @@ export async function killAssembler(rig: ChaosRig, tally: ChaosTally): Promise<{
   return { midSnapshot: midSnapshot && !snapshotFinished(after), next };
 }
 
+/**
+ * Restarts PostgreSQL on the same data directory and port — fast shutdown, or SIGKILL of the
+ * postmaster (crash recovery on start) — leaving the assembler running.
+ */
+export async function restartPostgres(rig: ChaosRig, kind: 'pg-fast' | 'pg-immediate', tally: ChaosTally): Promise<void> {
+  const pid = rig.assembler!.pid;
+  const midSnapshot = !snapshotFinished(rig.snapshotProgress());
+  const started = Date.now();
+  if (kind === 'pg-fast') await rig.pg.stop();
+  else await rig.pg.crash();
+  const down = Date.now() - started;
+  await rig.pg.start();
+  if (kind === 'pg-fast') tally.pgFast += 1;
+  else tally.pgImmediate += 1;
+  if (midSnapshot) tally.pgMidSnapshot += 1;
+  tally.lines.push(
+    `PostgreSQL ${kind === 'pg-fast' ? 'fast shutdown' : 'SIGKILL of the postmaster'}${midSnapshot ? ' mid-snapshot' : ''} (down ${down} ms, up again after ${Date.now() - started} ms), assembler pid ${pid} left running`,
+  );
+}
+
 /** Does one fault to the rig (see the header); resolves once the assembler has appended again. */
 export async function perform(rig: ChaosRig, action: ChaosAction, tally: ChaosTally): Promise<void> {
   await rig.alive();
@@ -97,16 +119,9 @@ export async function perform(rig: ChaosRig, action: ChaosAction, tally: ChaosTa
       await killAssembler(rig, tally);
       break;
     case 'pg-fast':
-    case 'pg-immediate': {
-      if (action.kind === 'pg-fast') await rig.pg.stop();
-      else await rig.pg.crash();
-      const down = Date.now() - started;
-      await rig.pg.start();
-      if (action.kind === 'pg-fast') tally.pgFast += 1;
-      else tally.pgImmediate += 1;
-      tally.lines.push(`PostgreSQL ${action.kind === 'pg-fast' ? 'fast shutdown' : 'SIGKILL of the postmaster'} (down ${down} ms, up again after ${Date.now() - started} ms), assembler pid ${pid} left running`);
+    case 'pg-immediate':
+      await restartPostgres(rig, action.kind, tally);
       break;
-    }
     case 'outage':
       await rig.kurrent.stop();
       await sleep(action.durationMs);
