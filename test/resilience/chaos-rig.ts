@@ -54,6 +54,9 @@ export interface ChaosRig {
   /** One query as the superuser on the chaos database. */
   query<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<R[]>;
   note(text: string): Promise<void>;
+  /** The assembler log's size now, and its text from an offset. */
+  logSize(): Promise<number>;
+  logSince(offset: number): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -177,6 +180,8 @@ export async function startChaosRig(dir: string, chunkSize: (seeded: number) => 
       },
       query,
       note,
+      logSize: () => fs.stat(logFile).then((st) => st.size, () => 0),
+      logSince: async (offset) => (await fs.readFile(logFile)).subarray(offset).toString('utf8'),
       close,
     };
   } catch (error) {

@@ -9,7 +9,7 @@
 //    history: its snapshot mapped (InvoiceImported) and its stream mapped (everything after).
 // 2. The assembler (`event-assembler run`, a child process) starts with `snapshot.mode: initial`.
 //    While the invoice table is being read (aimed by the snapshot's progress record, appends held
-//    15 ms so a chunk cannot slip past), in the seed's order: a SIGKILL (the next start must
+//    25 ms so a chunk cannot slip past), in the seed's order: a SIGKILL (the next start must
 //    resume the same generation) and a PostgreSQL restart, fast or immediate, with the assembler
 //    left running (it starts over in-process and resumes the snapshot).
 // 3. The seeded schedule (chaos-schedule.ts) then runs: per round two more SIGKILLs, a fast and an
@@ -64,7 +64,7 @@ export interface ChaosResult {
 }
 
 /** Per-append latency while the mid-snapshot kill is aimed. */
-const AIM_LATENCY_MS = 15;
+const AIM_LATENCY_MS = 25;
 const PLAN_RATE = 100;
 const SIDE_RATE = 10;
 const FINAL_CUSTOMER = 'chaos_final';

@@ -35,13 +35,15 @@ export interface ChaosTally {
   pgImmediate: number;
   /** PostgreSQL restarts while the snapshot was unfinished. */
   pgMidSnapshot: number;
+  /** PostgreSQL restarts the running assembler noticed (logged) and lived through. */
+  pgNoticed: number;
   outages: number;
   slowPeriods: number;
   /** One line per fault, for the log and a failure message. */
   readonly lines: string[];
 }
 
-export const emptyTally = (): ChaosTally => ({ kills: 0, midSnapshotKills: 0, pgFast: 0, pgImmediate: 0, pgMidSnapshot: 0, outages: 0, slowPeriods: 0, lines: [] });
+export const emptyTally = (): ChaosTally => ({ kills: 0, midSnapshotKills: 0, pgFast: 0, pgImmediate: 0, pgMidSnapshot: 0, pgNoticed: 0, outages: 0, slowPeriods: 0, lines: [] });
 
 /** Every kind in each round, shuffled; two kills per round. */
 export function planSchedule(rounds: number, random: () => number): ChaosAction[] {
@@ -73,7 +75,8 @@ export async function killAssembler(rig: ChaosRig, tally: ChaosTally): Promise<{
   const midSnapshot = !snapshotFinished(before);
   const pid = rig.assembler!.pid;
   await rig.assembler!.kill('SIGKILL');
-  // What landed after the kill (appends in flight) counts: the progress as the next start finds it.
+  // Appends in flight still land (the server applies what it received): the progress as the next start finds it.
+  await waitFor('appends in flight at the kill to land', () => rig.kurrent.pendingStreams().length === 0, { timeoutMs: 10_000, intervalMs: 5 });
   const after = rig.snapshotProgress();
   const next = await rig.startAssembler();
   tally.kills += 1;
@@ -95,6 +98,7 @@ export async function killAssembler(rig: ChaosRig, tally: ChaosTally): Promise<{
 export async function restartPostgres(rig: ChaosRig, kind: 'pg-fast' | 'pg-immediate', tally: ChaosTally): Promise<void> {
   const pid = rig.assembler!.pid;
   const midSnapshot = !snapshotFinished(rig.snapshotProgress());
+  const logOffset = await rig.logSize();
   const started = Date.now();
   if (kind === 'pg-fast') await rig.pg.stop();
   else await rig.pg.crash();
@@ -102,11 +106,28 @@ export async function restartPostgres(rig: ChaosRig, kind: 'pg-fast' | 'pg-immed
   await rig.pg.start();
   if (kind === 'pg-fast') tally.pgFast += 1;
   else tally.pgImmediate += 1;
+  // The assembler must have met the restart (and lived): its log says how it noticed. (The
+  // initial snapshot may first consume a table already sent before it notices, at the next one.)
+  const noticed = await waitFor(
+    `the assembler (pid ${pid}) to notice the PostgreSQL restart`,
+    async () => {
+      await rig.alive();
+      const text = await rig.logSince(logOffset);
+      return NOTICED.find((msg) => text.includes(`"msg":"${msg}`)) ?? false;
+    },
+    { timeoutMs: 60_000, intervalMs: 20 },
+  );
+  if (rig.assembler!.pid !== pid) throw new Error(`the assembler process changed during a PostgreSQL restart`);
+  tally.pgNoticed += 1;
   if (midSnapshot) tally.pgMidSnapshot += 1;
   tally.lines.push(
-    `PostgreSQL ${kind === 'pg-fast' ? 'fast shutdown' : 'SIGKILL of the postmaster'}${midSnapshot ? ' mid-snapshot' : ''} (down ${down} ms, up again after ${Date.now() - started} ms), assembler pid ${pid} left running`,
+    `PostgreSQL ${kind === 'pg-fast' ? 'fast shutdown' : 'SIGKILL of the postmaster'}${midSnapshot ? ' mid-snapshot' : ''} (down ${down} ms, up again after ${Date.now() - started} ms), ` +
+      `assembler pid ${pid} left running, noticed: "${noticed}"`,
   );
 }
+
+/** Log lines by which the assembler shows it met a PostgreSQL restart (a prefix of each message). */
+const NOTICED = ['source: connection lost, reconnecting', 'PostgreSQL connection lost outside the replication stream', 'start-up: PostgreSQL unreachable, retrying'];
 
 /** Does one fault to the rig (see the header); resolves once the assembler has appended again. */
 export async function perform(rig: ChaosRig, action: ChaosAction, tally: ChaosTally): Promise<void> {
