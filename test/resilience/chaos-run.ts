@@ -11,7 +11,8 @@
 //    While the invoice table is being read (aimed by the snapshot's progress record, appends held
 //    25 ms so a chunk cannot slip past), in the seed's order: a SIGKILL (the next start must
 //    resume the same generation) and a PostgreSQL restart, fast or immediate, with the assembler
-//    left running (it starts over in-process and resumes the snapshot).
+//    left running (it must notice — its stream reconnects, or the attempt starts over in-process —
+//    and resume the snapshot).
 // 3. The seeded schedule (chaos-schedule.ts) then runs: per round two more SIGKILLs, a fast and an
 //    immediate PostgreSQL restart (the assembler left running: it reconnects), a KurrentDB outage
 //    ending in a restart that empties its weak-idempotency cache, a period of slow appends — while
