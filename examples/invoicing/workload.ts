@@ -340,32 +340,40 @@ export interface InvoicingWorkload {
 async function execute(client: pg.Client, op: WorkloadOperation): Promise<void> {
   await client.query('BEGIN');
   try {
-    switch (op.kind) {
-      case 'register-customer':
-        await client.query('INSERT INTO customer (id, name, email, card_number, country) VALUES ($1, $2, $3, $4, $5)', [op.customerId, op.name, op.email, op.cardNumber, op.country]);
-        break;
-      case 'draft-invoice':
-        await client.query(`INSERT INTO invoice (id, customer_id, status, currency) VALUES ($1, $2, 'draft', $3)`, [op.invoiceId, op.customerId, op.currency]);
-        break;
-      case 'issue-invoice':
-        await insertLines(client, op.invoiceId, op.lines);
-        await client.query(
-          `UPDATE invoice SET status = 'issued', number = $2, issued_at = now(), due_date = $3, total = $4, updated_at = now() WHERE id = $1 AND status = 'draft'`,
-          [op.invoiceId, op.number, op.dueDate, op.total],
-        ).then(expectOneRow(op));
-        break;
-      case 'pay-invoice':
-        await client.query('INSERT INTO payment (id, invoice_id, amount, currency, paid_at) VALUES ($1, $2, $3, $4, now())', [op.paymentId, op.invoiceId, op.amount, op.currency]);
-        await client.query(`UPDATE invoice SET status = 'paid', updated_at = now() WHERE id = $1 AND status = 'issued'`, [op.invoiceId]).then(expectOneRow(op));
-        break;
-      case 'void-invoice':
-        await client.query(`UPDATE invoice SET status = 'void', void_reason = $2, updated_at = now() WHERE id = $1 AND status IN ('draft', 'issued')`, [op.invoiceId, op.reason]).then(expectOneRow(op));
-        break;
-    }
+    await writeOperation(client, op);
     await client.query('COMMIT');
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
     throw error;
+  }
+}
+
+/**
+ * The statements of one operation, inside a transaction the caller opened (and commits): for a
+ * writer of its own — e.g. one that retries across server restarts (test/support/chaos-writer.ts).
+ */
+export async function writeOperation(client: pg.Client, op: WorkloadOperation): Promise<void> {
+  switch (op.kind) {
+    case 'register-customer':
+      await client.query('INSERT INTO customer (id, name, email, card_number, country) VALUES ($1, $2, $3, $4, $5)', [op.customerId, op.name, op.email, op.cardNumber, op.country]);
+      break;
+    case 'draft-invoice':
+      await client.query(`INSERT INTO invoice (id, customer_id, status, currency) VALUES ($1, $2, 'draft', $3)`, [op.invoiceId, op.customerId, op.currency]);
+      break;
+    case 'issue-invoice':
+      await insertLines(client, op.invoiceId, op.lines);
+      await client.query(
+        `UPDATE invoice SET status = 'issued', number = $2, issued_at = now(), due_date = $3, total = $4, updated_at = now() WHERE id = $1 AND status = 'draft'`,
+        [op.invoiceId, op.number, op.dueDate, op.total],
+      ).then(expectOneRow(op));
+      break;
+    case 'pay-invoice':
+      await client.query('INSERT INTO payment (id, invoice_id, amount, currency, paid_at) VALUES ($1, $2, $3, $4, now())', [op.paymentId, op.invoiceId, op.amount, op.currency]);
+      await client.query(`UPDATE invoice SET status = 'paid', updated_at = now() WHERE id = $1 AND status = 'issued'`, [op.invoiceId]).then(expectOneRow(op));
+      break;
+    case 'void-invoice':
+      await client.query(`UPDATE invoice SET status = 'void', void_reason = $2, updated_at = now() WHERE id = $1 AND status IN ('draft', 'issued')`, [op.invoiceId, op.reason]).then(expectOneRow(op));
+      break;
   }
 }
 
@@ -550,7 +558,8 @@ export function createInvoicingWorkload(options: InvoicingWorkloadOptions): Invo
   };
 }
 
-async function seedRows(client: pg.Client, batch: SeedBatch): Promise<void> {
+/** The rows of a seed batch, inside a transaction the caller opened (`seed()` commits one per batch). */
+export async function seedRows(client: pg.Client, batch: SeedBatch): Promise<void> {
   const insertMany = async (table: string, columns: string[], rows: unknown[][]) => {
     // At most ~30 000 parameters per statement (PostgreSQL allows 65 535).
     const perStatement = Math.max(1, Math.floor(30_000 / columns.length));

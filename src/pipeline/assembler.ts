@@ -24,12 +24,16 @@
  *
  * A process runs attempt after attempt while it loses the slot to another process (a standby
  * that took over while this one was reconnecting): each new attempt starts as a standby with
- * fresh state (standby.ts, run-attempt.ts).
+ * fresh state (standby.ts, run-attempt.ts). Also when PostgreSQL went away where nothing
+ * reconnects — a snapshot's own connections, start-up queries — a new attempt starts after a
+ * pause, as a restart of the process would (attempt-retry.ts).
  */
 import { parseConfig, type AssemblerConfig, type ResolvedConfig } from '../config/schema.js';
 import { createObservability, type Observability } from '../observability/observability.js';
+import { createAttemptRetries, isSourceConnectionLoss } from './attempt-retry.js';
 import { createLogger, type Logger } from './logger.js';
 import { createRunAttempt, type RunAttempt } from './run-attempt.js';
+import { errorInfo } from './run-control.js';
 import { createRunStats } from './run-stats.js';
 import { createStandbyTracker } from './standby.js';
 import type { Assembler, AssemblerDeps, RunSummary } from './types.js';
@@ -68,6 +72,19 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
   let runPromise: Promise<RunSummary> | null = null;
   let stopRequested = false;
   let listening = false;
+  const retries = createAttemptRetries();
+  /** The pause before a new attempt; a stop ends it at once. */
+  let wake: (() => void) | null = null;
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        wake = null;
+        resolve();
+      }
+      wake = done;
+    });
 
   async function runAttempts(): Promise<RunSummary> {
     try {
@@ -76,7 +93,24 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         listening = true;
       }
       for (;;) {
-        const { summary, lostSlot } = await attempt.run();
+        retries.started();
+        let result: Awaited<ReturnType<RunAttempt['run']>>;
+        try {
+          result = await attempt.run();
+        } catch (error) {
+          // PostgreSQL went away where nothing reconnects (a snapshot's own connections, start-up
+          // queries): start over in this process, as a restart would (attempt-retry.ts).
+          if (stopRequested || deps.source || deps.sink || !isSourceConnectionLoss(error)) throw error;
+          const { delayMs, failures } = retries.failed();
+          log.warn('PostgreSQL connection lost outside the replication stream: starting over as after a restart (a snapshot resumes from what is durable)', {
+            error: errorInfo(error), delayMs, failures,
+          });
+          await pause(delayMs);
+          attempt = createRunAttempt(shared);
+          if (stopRequested) attempt.stop();
+          continue;
+        }
+        const { summary, lostSlot } = result;
         // A source or sink given by the caller cannot be opened again: a lost slot ends the run.
         if (!lostSlot || stopRequested || deps.source || deps.sink) return summary;
         attempt = createRunAttempt(shared);
@@ -95,6 +129,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
     async stop() {
       stopRequested = true;
       attempt.stop();
+      wake?.();
       await runPromise?.then(
         () => undefined,
         () => undefined,
