@@ -114,7 +114,7 @@ function parseUrlForm(connection: string): SourceHosts | null {
 /** libpq's keyword form (`host=a,b port=5432 dbname=db user=u password='p w'`) as a postgres:// URL. */
 export function keywordFormToUrl(connection: string): string {
   const pairs = new Map<string, string>();
-  const re = /\s*([A-Za-z_]+)\s*=\s*(?:'((?:[^'\\]|\\.)*)'|(\S*))/y;
+  const re = /\s*([A-Za-z_]+)\s*=\s*(?:'((?:[^'\\]|\\.)*)'|((?:[^'\s]\S*)?)(?=\s|$))/y;
   let at = 0;
   while (at < connection.length) {
     if (/^\s*$/.test(connection.slice(at))) break;
