@@ -27,7 +27,9 @@ export type SecretValue = string | (() => string | undefined);
 export interface SourceConfig {
   /**
    * Connection of the capture role (LOGIN REPLICATION + SELECT on the captured tables), e.g.
-   * `env:CAPTURE_DATABASE_URL`. Required.
+   * `env:CAPTURE_DATABASE_URL`. Several hosts (failover, docs/failover.md):
+   * `postgres://u:p@h1:5432,h2:5432/db?target_session_attrs=read-write` or `host=h1,h2 …`; each
+   * connection takes the first host that is not in recovery. Required.
    */
   readonly connection: SecretValue;
   /** Logical replication slot (pgoutput), created by `event-assembler setup`. Required. */

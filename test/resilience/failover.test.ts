@@ -294,6 +294,15 @@ describe('source failover: the primary killed, the standby promoted (PostgreSQL 
     expect(log).toMatch(/"code":"REBUILD_NEEDED"/);
     expect(log).toContain(`replication slot \\"${SLOT}\\" does not exist on this server (${standby.host}:${standby.port})`);
     expect(eventsByTimeline(rig.kurrent).get(2) ?? 0).toBe(0);
+    // A restart on the promoted standby refuses the same way: a recorded position, and no slot.
+    const restartLog = path.join(rig.dir, 'restart.log');
+    const restarted = startAssemblerProcess(path.join(rig.dir, 'assembler.config.ts'), restartLog, { EA_FAILOVER_CAPTURE_URL: rig.captureUrl, EA_FAILOVER_KURRENTDB_URL: rig.kurrent.connectionString });
+    rig.child = restarted;
+    const restartExit = await restarted.exited;
+    const restartText = await fs.readFile(restartLog, 'utf8');
+    expect(restartExit.code, restartText.slice(-4000)).toBe(3);
+    expect(restartText).toMatch(/"code":"REBUILD_NEEDED".*the replication slot no longer exists, so the changes after the stored position/);
+    expect(eventsByTimeline(rig.kurrent).get(2) ?? 0).toBe(0);
     const n = (await standby.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_replication_slots WHERE slot_name = $1`, [SLOT]))[0]!.n;
     expect(n, 'no slot was created on the new primary behind the operator\'s back').toBe(0);
   });

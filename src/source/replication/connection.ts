@@ -96,10 +96,9 @@ async function checkSlot(client: pg.Client, slotName: string, ctx: ConnectionCon
   );
   const slot = slotInfo.rows[0] as SlotRow | undefined;
   const durable = ctx.positions.durable;
-  if (!slot && durable > 0n) throw slotGone(slotName, `does not exist on this server (${client.host}:${client.port}) — after a failover: the standby did not have it synchronized (failover = false, or no sync_replication_slots)`, durable, null);
-  if (slot?.confirmed_flush_lsn && durable > 0n && parseLsn(slot.confirmed_flush_lsn) > durable) {
-    throw slotGone(slotName, `has confirmed_flush_lsn ${slot.confirmed_flush_lsn}, ahead of what this assembler made durable: someone else advanced or re-created it, and the transactions in between were never appended`, durable, slot.confirmed_flush_lsn);
-  }
+  // (A slot ahead of this stream's durable position is no such sign: another assembler of the
+  // same checkpoint stream — a standby that led meanwhile — may have advanced it.)
+  if (!slot && durable > 0n) throw slotGone(slotName, `does not exist on this server (${client.host}:${client.port}) — after a failover: the standby did not have it synchronized (failover = false, or no sync_replication_slots)`, durable);
   if (!slot) {
     throw new ReplicationError('SOURCE_SLOT_MISSING', `replication slot "${slotName}" does not exist; create it with: event-assembler setup --slot ${slotName} … (or SELECT pg_create_logical_replication_slot('${slotName}', 'pgoutput');)`, { slot: slotName });
   }
@@ -122,11 +121,11 @@ async function checkSlot(client: pg.Client, slotName: string, ctx: ConnectionCon
  * The slot this stream was reading cannot serve its durable position any more (REBUILD_NEEDED,
  * `run` exits 3): continuing would start from "now" and skip what was committed in between.
  */
-function slotGone(slotName: string, what: string, durable: bigint, confirmed: string | null): ReplicationError {
+function slotGone(slotName: string, what: string, durable: bigint): ReplicationError {
   return new ReplicationError(
     'REBUILD_NEEDED',
     `replication slot "${slotName}" ${what}. Capture cannot resume at ${formatLsn(durable)} without a gap. Rebuild: start the assembler with snapshot.mode 'when_needed' — it re-creates the slot and reads every captured table as a new snapshot generation (docs/runbook.md, EventAssemblerSlotLost) — and reconcile the consumers`,
-    { slot: slotName, durableLsn: formatLsn(durable), confirmedFlushLsn: confirmed },
+    { slot: slotName, durableLsn: formatLsn(durable) },
   );
 }
 
