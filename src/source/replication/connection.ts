@@ -96,8 +96,9 @@ async function checkSlot(client: pg.Client, slotName: string, ctx: ConnectionCon
   );
   const slot = slotInfo.rows[0] as SlotRow | undefined;
   const durable = ctx.positions.durable;
-  // (A slot ahead of this stream's durable position is no such sign: another assembler of the
-  // same checkpoint stream — a standby that led meanwhile — may have advanced it.)
+  // A slot gone from under a stream that has a position: dropped, or a failover to a standby that
+  // had no synchronized copy. (A slot ahead of the durable position is no such sign: another
+  // assembler of the same checkpoint stream — a standby that led meanwhile — may have advanced it.)
   if (!slot && durable > 0n) throw slotGone(slotName, `does not exist on this server (${client.host}:${client.port}) — after a failover: the standby did not have it synchronized (failover = false, or no sync_replication_slots)`, durable);
   if (!slot) {
     throw new ReplicationError('SOURCE_SLOT_MISSING', `replication slot "${slotName}" does not exist; create it with: event-assembler setup --slot ${slotName} … (or SELECT pg_create_logical_replication_slot('${slotName}', 'pgoutput');)`, { slot: slotName });
@@ -252,7 +253,10 @@ export function openReplicationConnection(ctx: ConnectionContext): ReplicationCo
       if (connected instanceof Error) throw connected;
       client = connected;
       watch(client);
-      if (ctx.isClosed() || connecting.signal.aborted) return;
+      if (ctx.isClosed() || connecting.signal.aborted) {
+        await client.end().catch(() => undefined); // end() ran while the walk finished: nothing else ends it
+        return;
+      }
       const row = await identifySystem(client);
       const confirmed = await checkSlot(client, options.slot, ctx);
       ctx.onSession(beginSession(row, confirmed, `${client.host}:${client.port}`));
