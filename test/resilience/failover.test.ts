@@ -247,6 +247,7 @@ describe('source failover: the primary killed, the standby promoted (PostgreSQL 
     const failoverLine = log.split('\n').find((line) => line.includes('source: failover — capture continues on another server or timeline'));
     expect(failoverLine).toBeDefined();
     const failoverFields = JSON.parse(failoverLine!) as Record<string, unknown>;
+    expect(log, 'the start-up log names the slot\'s failover state').toMatch(/"msg":"source: (not )?failover-safe: failover = true, synchronized_standby_slots = 'standby1'/);
     expect(failoverFields).toMatchObject({ server: `${standby.host}:${standby.port}`, timeline: 2, previousServer: `${primary.host}:${primary.port}`, previousTimeline: 1 });
 
     // ── the comparison: the reference slot on the (now promoted) standby ──
@@ -292,6 +293,8 @@ describe('source failover: the primary killed, the standby promoted (PostgreSQL 
     const log = await fs.readFile(rig.logFile, 'utf8');
     expect(exit.code, log.slice(-4000)).toBe(3);
     expect(log).toMatch(/"code":"REBUILD_NEEDED"/);
+    // The start-up log had said so: several hosts, and a slot that does not survive a failover.
+    expect(log).toMatch(/"level":"warn","msg":"source: not failover-safe: failover = false, .* — a failover to that standby would end capture with REBUILD_NEEDED/);
     expect(log).toContain(`replication slot \\"${SLOT}\\" does not exist on this server (${standby.host}:${standby.port})`);
     expect(eventsByTimeline(rig.kurrent).get(2) ?? 0).toBe(0);
     // A restart on the promoted standby refuses the same way: a recorded position, and no slot.
