@@ -3,6 +3,7 @@
  * environment, mapper names, captured tables, the contracts directory. Each adds to the problems
  * found instead of throwing, so an invalid configuration is reported whole.
  */
+import { normalizeSourceConnection, parseSourceHosts, SourceConnectionStringError } from '../source/multi-host.js';
 import { existsSync, statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 // The client's own parser (a pure function): what it refuses here, the client would refuse at start-up.
@@ -185,7 +186,19 @@ export function contractsDir(dir: unknown, options: { readonly baseDir?: string 
  * that host at start-up instead of saying what is wrong. Adds a problem and returns false when
  * it is not one.
  */
-export function checkPostgresConnection(connection: string, findings: Findings): boolean {
+export function checkPostgresConnection(given: string, findings: Findings): boolean {
+  // Several hosts (failover): `postgres://u:p@h1:5432,h2:5432/db?target_session_attrs=read-write`
+  // or the keyword form `host=h1,h2 …`; each host is then checked as its own URL.
+  let connection = given;
+  try {
+    connection = normalizeSourceConnection(given);
+    const { configs } = parseSourceHosts(connection);
+    if (configs.length > 1) return configs.every((c) => checkPostgresConnection(c.connectionString ?? '', findings));
+  } catch (error) {
+    if (!(error instanceof SourceConnectionStringError)) throw error;
+    add(findings, 'source.connection', `"${redactConnectionString(given)}": ${error.message.replace(/^source\.connection: /, '').replace(/ — fix: .*$/, '')}`, String((error.details as { fix?: unknown }).fix ?? ''));
+    return false;
+  }
   const url = /^(postgres(ql)?:\/\/|socket:)/i.test(connection);
   let problem = url ? null : `"${redactConnectionString(connection)}" is not a postgres:// URL`;
   if (url && !/^socket:/i.test(connection)) {
@@ -197,7 +210,7 @@ export function checkPostgresConnection(connection: string, findings: Findings):
     }
   }
   if (problem === null) return true;
-  add(findings, 'source.connection', problem, 'write it as postgres://user:password@host:5432/database (percent-encode special characters in the password)');
+  add(findings, 'source.connection', problem, 'write it as postgres://user:password@host:5432/database (percent-encode special characters in the password); several hosts for failover: postgres://user:password@host1:5432,host2:5432/database?target_session_attrs=read-write');
   return false;
 }
 

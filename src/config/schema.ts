@@ -2,6 +2,7 @@
  * The configuration schema. Defaults live next to each field, in its doc comment; `parseConfig`
  * is the only place that applies them. Every error names the field (dotted path) and the fix.
  */
+import { normalizeSourceConnection } from '../source/multi-host.js';
 import { z } from 'zod';
 import type { AnyMapper } from '../mapping/index.js';
 import type { PostgresSourceTable } from '../source/index.js';
@@ -26,7 +27,9 @@ export type SecretValue = string | (() => string | undefined);
 export interface SourceConfig {
   /**
    * Connection of the capture role (LOGIN REPLICATION + SELECT on the captured tables), e.g.
-   * `env:CAPTURE_DATABASE_URL`. Required.
+   * `env:CAPTURE_DATABASE_URL`. Several hosts (failover, docs/failover.md):
+   * `postgres://u:p@h1:5432,h2:5432/db?target_session_attrs=read-write` or `host=h1,h2 …`; each
+   * connection takes the first host that is not in recovery. Required.
    */
   readonly connection: SecretValue;
   /** Logical replication slot (pgoutput), created by `event-assembler setup`. Required. */
@@ -365,9 +368,11 @@ export function parseConfig(config: AssemblerConfig, options: ParseConfigOptions
   checkMapperNames(given['mappers'], findings);
   const mappers = Array.isArray(given['mappers']) && !reported(findings, 'mappers') ? (given['mappers'] as AnyMapper[]) : null;
   const tables = capturedTables(member(given['source'], 'tables'), mappers, findings);
-  const connection = resolveSecret(member(given['source'], 'connection'), 'source.connection', findings);
+  const givenConnection = resolveSecret(member(given['source'], 'connection'), 'source.connection', findings);
   const connectionString = resolveSecret(member(given['destination'], 'connectionString'), 'destination.connectionString', findings);
-  if (connection !== null) checkPostgresConnection(connection, findings);
+  if (givenConnection !== null) checkPostgresConnection(givenConnection, findings);
+  // The keyword form (`host=a,b port=… dbname=…`) is carried on as the URL it means.
+  const connection = givenConnection === null || reported(findings, 'source.connection') ? givenConnection : normalizeSourceConnection(givenConnection);
   if (connectionString !== null) checkKurrentDBConnection(connectionString, findings);
   checkSpillDir(member(given['source'], 'spillDir'), findings);
   const dir = contractsDir(member(given['contracts'], 'dir'), options, findings);

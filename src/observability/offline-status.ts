@@ -5,7 +5,9 @@
  * An unreachable server is a {@link StatusUnreachableError} naming it.
  */
 import { BACKWARDS, END, KurrentDBClient } from '@kurrent/kurrentdb-client';
-import pg from 'pg';
+import type pg from 'pg';
+import { connectSource } from '../source/connect-source.js';
+import { readFailoverState, type SlotFailoverState } from '../source/failover-state.js';
 import { EventAssemblerError } from '../errors.js';
 import { failedRecordsStream } from '../mapping/index.js';
 import { postgresAddress } from '../pipeline/startup.js';
@@ -29,11 +31,17 @@ export interface OfflineStatus {
   /** When it was read (ISO). */
   readonly at: string;
   readonly slot: SlotReading;
+  /** `host:port` of the primary the status was read from (with several hosts: the one the host walk took). */
+  readonly server: string;
+  /** Whether the slot survives a failover of the primary (`null`: could not be read). */
+  readonly failover: SlotFailoverState | null;
   readonly checkpoint: {
     /** Stream name of the checkpoint records. */
     readonly stream: string;
     /** Last recorded position (`null`: none yet). */
     readonly endLsn: Lsn | null;
+    /** The source's timeline at that position (`null`: none recorded, or a record older than timelines in checkpoints). */
+    readonly timeline: number | null;
     readonly recordedAt: string | null;
     readonly ageSeconds: number | null;
     /** Whether the last record was an idle one (keepalive position, nothing in flight). */
@@ -51,16 +59,20 @@ function reasonOf(error: unknown): string {
   return typeof e?.code === 'string' ? e.code : String(error);
 }
 
-async function readSlotOnce(connection: string, slot: string): Promise<SlotReading> {
-  const client = new pg.Client({ connectionString: connection, connectionTimeoutMillis: TIMEOUT_MS, query_timeout: TIMEOUT_MS, application_name: 'event-assembler status' });
-  client.on('error', () => undefined);
+async function readSlotOnce(connection: string, slot: string): Promise<{ slot: SlotReading; failover: SlotFailoverState | null; server: string }> {
+  let client: pg.Client | null = null;
   try {
-    await client.connect();
-    return await readSlot(client, slot);
+    const c = await connectSource(connection, { extra: { connectionTimeoutMillis: TIMEOUT_MS, query_timeout: TIMEOUT_MS, application_name: 'event-assembler status' } });
+    client = c;
+    const reading = await readSlot(c, slot);
+    const server = `${c.host}:${c.port}`;
+    // A few catalog reads more (and one connection per other host): whether a failover keeps the slot.
+    const failover = await readFailoverState(c, slot, connection, server).catch(() => null);
+    return { slot: reading, failover, server };
   } catch (error) {
     throw new StatusUnreachableError('PostgreSQL', postgresAddress(connection), reasonOf(error));
   } finally {
-    await client.end().catch(() => undefined);
+    await client?.end().catch(() => undefined);
   }
 }
 
@@ -84,7 +96,7 @@ async function lastEvent(client: KurrentDBClient, stream: string): Promise<LastE
 }
 
 export async function readOfflineStatus(input: { readonly name: string; readonly slot: string; readonly connection: string; readonly connectionString: string }): Promise<OfflineStatus> {
-  const slot = await readSlotOnce(input.connection, input.slot);
+  const { slot, failover, server } = await readSlotOnce(input.connection, input.slot);
   const kurrent = KurrentDBClient.connectionString(readerConnectionString(input.connectionString));
   let checkpoint: LastEvent | null;
   let failed: LastEvent | null;
@@ -96,16 +108,19 @@ export async function readOfflineStatus(input: { readonly name: string; readonly
     await kurrent.dispose().catch(() => undefined);
   }
   const now = Date.now();
-  const position = (checkpoint?.data as { position?: { endLsn?: unknown; idle?: unknown } } | undefined)?.position;
+  const position = (checkpoint?.data as { position?: { endLsn?: unknown; idle?: unknown; timeline?: unknown } } | undefined)?.position;
   const endLsn = typeof position?.endLsn === 'string' ? position.endLsn : null;
   return {
     version: 1,
     name: input.name,
     at: new Date(now).toISOString(),
     slot,
+    server,
+    failover,
     checkpoint: {
       stream: checkpointStreamName(input.name),
       endLsn,
+      timeline: typeof position?.timeline === 'number' ? position.timeline : null,
       recordedAt: checkpoint?.created?.toISOString() ?? null,
       ageSeconds: checkpoint?.created ? Math.max(0, (now - checkpoint.created.getTime()) / 1000) : null,
       idle: checkpoint ? position?.idle === true : null,

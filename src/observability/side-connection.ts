@@ -5,6 +5,7 @@
  * a database restart costs one failed reading, never a stuck one.
  */
 import pg from 'pg';
+import { connectSource } from '../source/connect-source.js';
 
 export interface SideConnection {
   /** Runs `use` on the connection (opened if needed); a failure drops the connection. */
@@ -23,16 +24,18 @@ export function createSideConnection(connection: string, options: { readonly tim
   }
 
   function open(): Promise<pg.Client> {
-    const c = new pg.Client({
-      connectionString: connection,
-      connectionTimeoutMillis: options.timeoutMs,
-      // Every query is bounded: a scrape or a heartbeat never hangs on a stuck server.
-      query_timeout: options.timeoutMs,
-      application_name: options.applicationName,
+    const opened: Promise<pg.Client> = connectSource(connection, {
+      extra: {
+        connectionTimeoutMillis: options.timeoutMs,
+        // Every query is bounded: a scrape or a heartbeat never hangs on a stuck server.
+        query_timeout: options.timeoutMs,
+        application_name: options.applicationName,
+      },
+    }).then((c) => {
+      // A connection lost between uses (server restart, failover): the next use opens a new one.
+      c.on('error', () => drop(opened));
+      return c;
     });
-    const opened = c.connect().then(() => c);
-    // A connection lost between uses (server restart): the next use opens a new one.
-    c.on('error', () => drop(opened));
     return opened;
   }
 

@@ -12,7 +12,7 @@
 import { EVENT_ASSEMBLER_NAMESPACE, uuidv5 } from '../mapping/index.js';
 import { CHECKPOINT_EVENT_TYPE, checkpointStreamName, type KurrentDBSink, type SinkEvent, type SinkPosition } from '../sink/index.js';
 import type { PostgresSource } from '../source/index.js';
-import { compareLsn, makeSourcePosition } from '../source/position.js';
+import { compareLsn, decodeCheckpoint, makeSourcePosition } from '../source/position.js';
 import type { Lsn } from '../source/types.js';
 import type { RunControl } from './run-control.js';
 import type { TxPayload } from './types.js';
@@ -47,9 +47,19 @@ export interface CheckpointWriter {
   readonly recordedAt: number | null;
 }
 
+function timelineOf(checkpoint: string): number | null {
+  try {
+    return decodeCheckpoint(checkpoint).timeline;
+  } catch {
+    return null; // not a v1 checkpoint string (a custom position): no timeline to record
+  }
+}
+
 /** The checkpoint record for `target` (its id is deterministic: a replayed write is recognised). */
 export function checkpointEvent(assembler: string, slot: string, target: CheckpointTarget, idle: boolean): { position: SinkPosition; events: SinkEvent[] } {
   const position = { kind: 'transaction' as const, checkpoint: target.checkpoint, commitLsn: target.commitLsn, xid: target.xid, systemId: target.systemId };
+  // The source's timeline (it changes when a standby is promoted): in the checkpoint string, and spelled out for readers.
+  const timeline = timelineOf(target.checkpoint);
   return {
     position,
     events: [
@@ -57,7 +67,7 @@ export function checkpointEvent(assembler: string, slot: string, target: Checkpo
         id: uuidv5(JSON.stringify(['pipeline-checkpoint', assembler, target.systemId, target.endLsn]), EVENT_ASSEMBLER_NAMESPACE),
         stream: checkpointStreamName(assembler),
         type: CHECKPOINT_EVENT_TYPE,
-        data: { assembler, position: { ...position, endLsn: target.endLsn, slot, ...(idle ? { idle: true } : {}) } },
+        data: { assembler, position: { ...position, endLsn: target.endLsn, slot, ...(timeline !== null ? { timeline } : {}), ...(idle ? { idle: true } : {}) } },
         metadata: { contract: `${CHECKPOINT_EVENT_TYPE}@1`, 'source.checkpoint': target.checkpoint, 'source.endLsn': target.endLsn },
       },
     ],

@@ -30,7 +30,8 @@ import { createSnapshotState, type SnapshotDeps } from './snapshot-state.js';
 import { awaitFreeSlot, type LeaderLock, type StandbyTracker } from './standby.js';
 import { checkSlotAgainstCheckpoint, readLastCheckpoint, resumePoint, type LastCheckpoint } from './start-decision.js';
 import { createStartupGuard } from './startup.js';
-import { slotCheckRow, identifySystem } from './source-queries.js';
+import { failoverState, slotCheckRow, identifySystem } from './source-queries.js';
+import { parseSourceHosts } from '../source/multi-host.js';
 import { aggregateSinkStatus, assemblerStatus, runSummary } from './status.js';
 import { createTransactionHandler } from './transaction-handler.js';
 import { routeTransaction } from './transaction-router.js';
@@ -93,6 +94,14 @@ function buildSource(config: ResolvedConfig, log: Logger, checkpoints: Checkpoin
     ...(startLsn ? { startLsn } : {}),
     ...(checkpoints ? { idleAcknowledgeLimit: () => checkpoints.recordedLsn } : {}),
     onReconnect: (error, delayMs, attempt) => log.warn('source: connection lost, reconnecting', { error: errorInfo(error), delayMs, attempt }),
+    onSession(session, previous) {
+      if (!previous || (previous.server === session.server && previous.timeline === session.timeline)) return;
+      log.warn('source: failover — capture continues on another server or timeline, from the durable position (the slot re-sends what was not acknowledged; receipts skip what already landed)', {
+        server: session.server, timeline: session.timeline, previousServer: previous.server, previousTimeline: previous.timeline,
+        startLsn: session.startLsn, slotConfirmedFlushLsn: session.confirmedFlushLsn,
+      });
+      logFailoverState(config, log);
+    },
     onSlotActive: (holder) => (holder.ours ? standby.ownConnectionHolds(holder) : loseSlot(holder)),
     onUncapturedTable: (table) =>
       log.warn('source: changes of a table that is not captured arrive — it joined the publication (or a captured table was renamed); no mapper sees them, and the next start refuses (SOURCE_PUBLICATION_MISMATCH)', {
@@ -120,6 +129,19 @@ function logStarted(config: ResolvedConfig, log: Logger, started: { mode: SinkMo
     ...(started.startLsn ? { startLsn: started.startLsn } : {}),
     checks: started.checked ? 'passed' : 'skipped',
   });
+}
+
+/** Says whether the slot survives a failover of the primary (docs/failover.md); a warning when several hosts are configured and it does not. */
+function logFailoverState(config: ResolvedConfig, log: Logger): void {
+  failoverState(config.source.connection, config.source.slot).then(
+    (state) => {
+      const several = parseSourceHosts(config.source.connection).hosts.length > 1;
+      const fields = { slot: config.source.slot, failoverSafe: state.safe, failover: state.failover, synchronizedStandbySlots: state.synchronizedStandbySlots, standbys: state.standbys };
+      if (state.safe || !several) log.info(`source: ${state.summary}`, fields);
+      else log.warn(`source: ${state.summary} — a failover to that standby would end capture with REBUILD_NEEDED (docs/failover.md)`, fields);
+    },
+    (error: unknown) => log.warn('source: could not read the slot\'s failover state', { error: errorInfo(error) }),
+  );
 }
 
 /**
@@ -249,6 +271,7 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
     standby.leading();
     state = 'running';
     logStarted(config, log, { mode, snapshotAction: snapshots.info?.action ?? null, last, slotConfirmed, startLsn, checked: Boolean(report) });
+    logFailoverState(config, log);
     if (resumeFrom) startIncremental(snapshotDeps, resumeFrom, true);
     else if (snapshots.requests.queued.length > 0) {
       // Requests queued behind a snapshot that finished just before the last stop.

@@ -43,6 +43,9 @@ export async function startSnapshots(deps: SnapshotDeps, storedLsn: Lsn | null, 
     // No snapshot of its own, but an interrupted ad hoc snapshot resumes (and queued requests
     // start). With a custom sink (benchmarks) the destination is never contacted: no snapshot state.
     const decision = state.store ? await loadAndDecide(deps, storedLsn) : null;
+    // A recorded position and no slot (dropped, or a promoted standby that did not have it
+    // synchronized — docs/failover.md): streaming from a new slot would skip what came between.
+    if (decision?.action === 'refuse' && decision.code === 'SLOT_MISSING') throw new RebuildNeededError(decision.reason, { slot: config.source.slot, code: decision.code });
     if (decision?.action !== 'resume-snapshot') return null;
     state.info = { action: decision.action, code: decision.code, reason: decision.reason, generation: decision.generation, consistentPoint: null, stopAfter: false };
     logDecision(deps, decision);

@@ -5,6 +5,8 @@
  */
 import pg from 'pg';
 import type { Lsn } from '../source/types.js';
+import { connectSource } from '../source/connect-source.js';
+import { readFailoverState, type SlotFailoverState } from '../source/failover-state.js';
 
 export interface SlotState {
   readonly exists: boolean;
@@ -22,9 +24,7 @@ export interface SlotCheckRow {
 
 /** Runs `use` on a new connection, closed afterwards whatever happens. */
 export async function withClient<T>(connection: string, use: (client: pg.Client) => Promise<T>, options: { replication?: boolean } = {}): Promise<T> {
-  const client = new pg.Client({ connectionString: connection, ...(options.replication ? { replication: 'database' } : {}) } as pg.ClientConfig);
-  client.on('error', () => undefined);
-  await client.connect();
+  const client = await connectSource(connection, options.replication ? { extra: { replication: 'database' } } : {});
   try {
     return await use(client);
   } finally {
@@ -75,4 +75,9 @@ export function dropSlot(connection: string, slot: string): Promise<void> {
   return withClient(connection, async (client) => {
     await client.query('SELECT pg_catalog.pg_drop_replication_slot($1)', [slot]);
   });
+}
+
+/** The slot's failover state (failover flag, synchronized_standby_slots, synced on the other hosts), read from the primary the host walk takes. */
+export function failoverState(connection: string, slot: string): Promise<SlotFailoverState> {
+  return withClient(connection, (client) => readFailoverState(client, slot, connection, `${client.host}:${client.port}`));
 }

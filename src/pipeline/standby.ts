@@ -18,6 +18,7 @@ import type { Logger } from './logger.js';
 import { errorInfo, StopBeforeStart, type RunControl } from './run-control.js';
 import { isPostgresUnreachable } from './startup.js';
 import type { AssemblerRole } from './types.js';
+import { connectSource } from '../source/connect-source.js';
 
 export interface StandbyTracker {
   readonly role: AssemblerRole;
@@ -144,9 +145,7 @@ export async function awaitFreeSlot(deps: AwaitSlotDeps): Promise<{ stoodBy: boo
       if (control.stopRequested) throw new StopBeforeStart();
       try {
         if (!client) {
-          client = new pg.Client({ connectionString: deps.connection, connectionTimeoutMillis: 10_000, application_name: 'event-assembler leader lock' });
-          client.on('error', () => undefined);
-          await client.connect();
+          client = await connectSource(deps.connection, { extra: { connectionTimeoutMillis: 10_000, application_name: 'event-assembler leader lock' } });
         }
         const holder = (await querySlotHolder(client, deps.slot)) ?? (await tryLeaderLock(client, deps.slot));
         unreachable = false;

@@ -20,6 +20,8 @@ export interface LastCheckpoint {
   readonly endLsn: Lsn;
   readonly systemId: string | null;
   readonly slot: string | null;
+  /** The source's timeline when it was recorded (`null`: a record written before timelines were recorded). */
+  readonly timeline?: number | null;
 }
 
 /** Reads the checkpoint stream's last event (`null`: none yet). Retries a few times, ends on stop. */
@@ -29,9 +31,12 @@ export async function readLastCheckpoint(connectionString: string, assembler: st
     for (let attempt = 1; ; attempt++) {
       try {
         for await (const resolved of client.readStream(checkpointStreamName(assembler), { direction: BACKWARDS, fromRevision: END, maxCount: 1 })) {
-          const position = (resolved.event?.data as { position?: { endLsn?: unknown; systemId?: unknown; slot?: unknown } } | undefined)?.position;
+          const position = (resolved.event?.data as { position?: { endLsn?: unknown; systemId?: unknown; slot?: unknown; timeline?: unknown } } | undefined)?.position;
           if (typeof position?.endLsn !== 'string') return null;
-          return { endLsn: position.endLsn, systemId: typeof position.systemId === 'string' ? position.systemId : null, slot: typeof position.slot === 'string' ? position.slot : null };
+          return {
+            endLsn: position.endLsn, systemId: typeof position.systemId === 'string' ? position.systemId : null, slot: typeof position.slot === 'string' ? position.slot : null,
+            timeline: typeof position.timeline === 'number' ? position.timeline : null,
+          };
         }
         return null;
       } catch (error) {

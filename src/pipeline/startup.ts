@@ -5,11 +5,12 @@
  * (StartupUnavailableError: SOURCE_UNAVAILABLE / DESTINATION_UNAVAILABLE, `run` exits 4).
  * A refusal that waiting does not cure (bad password, unknown database) fails at once.
  */
-import pg from 'pg';
 import { backoffDelay } from '../sink/retry.js'; // the same jittered backoff as the sink's
 import type { Logger } from './logger.js';
 import { SourceConnectionError, StartupUnavailableError, type UnavailableServer } from './errors.js';
 import { StopBeforeStart, type RunControl } from './run-control.js';
+import { connectSource } from '../source/connect-source.js';
+import { describeSourceHosts, parseSourceHosts } from '../source/multi-host.js';
 
 /** Start-up's wait: aborted on stop or when the deadline passes (then `expired`). */
 export interface StartupGuard {
@@ -72,6 +73,12 @@ function reasonOf(error: unknown): string {
 
 /** host:port of a postgres:// URL or a key=value connection string, for log lines (never its password). */
 export function postgresAddress(connection: string): string {
+  try {
+    const hosts = parseSourceHosts(connection).hosts;
+    if (hosts.length > 1) return describeSourceHosts(connection);
+  } catch {
+    // not a valid host list: the single-host reading below
+  }
   if (/^postgres(ql)?:\/\//i.test(connection)) {
     // A user with no host (`postgres://user:pw@/db?host=/socket/dir`) is no WHATWG URL; pg reads
     // it as the socket form, so read it with a placeholder host that ?host= then overrides.
@@ -138,15 +145,10 @@ export function reachPostgres(connection: string, guard: StartupGuard, log: Logg
   return retryAtStartup(
     { name: 'PostgreSQL', address },
     async () => {
-      const client = new pg.Client({ connectionString: connection, connectionTimeoutMillis: 10_000 });
-      client.on('error', () => undefined);
-      const abort = (): void => void client.end().catch(() => undefined);
-      guard.signal.addEventListener('abort', abort, { once: true });
+      const client = await connectSource(connection, { extra: { connectionTimeoutMillis: 10_000 }, signal: guard.signal });
       try {
-        await client.connect();
         await client.query('SELECT 1');
       } finally {
-        guard.signal.removeEventListener('abort', abort);
         await client.end().catch(() => undefined);
       }
     },

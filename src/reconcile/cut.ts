@@ -15,6 +15,7 @@ import { compareLsn } from '../source/position.js';
 import { createSlotWithSnapshot, openSnapshotConnection, type ExportedSnapshotSlot } from '../source/snapshot/index.js';
 import type { Lsn } from '../source/types.js';
 import { ReconcileError } from './errors.js';
+import { connectSource } from '../source/connect-source.js';
 
 /** Prefix of the transactional message written right after the cut, so an idle line's checkpoint moves past it. */
 export const RECONCILE_MARKER_PREFIX = 'event-assembler.reconcile';
@@ -37,9 +38,7 @@ export async function takeCut(connection: string | pg.ClientConfig): Promise<Cut
   const slot = `ea_reconcile_${randomUUID().replaceAll('-', '').slice(0, 16)}`;
   const exported: ExportedSnapshotSlot = await createSlotWithSnapshot({ connection, slot, temporary: true });
   try {
-    const marker = new pg.Client(clientConfig(connection));
-    marker.on('error', () => undefined);
-    await marker.connect();
+    const marker = await connectSource(clientConfig(connection));
     try {
       await marker.query(`SELECT pg_logical_emit_message(true, $1, $2)`, [RECONCILE_MARKER_PREFIX, slot]);
     } finally {

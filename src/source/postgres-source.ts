@@ -21,10 +21,11 @@
  * and copies of transactions already taken in (queued or handed out, still awaiting their
  * acknowledgement) are dropped. A new instance (a restart) gets every unacknowledged one again.
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { createTransactionBuffer, type CommittedTransaction, type TransactionBuffer } from '../buffer/index.js';
 import { EventAssemblerError } from '../errors.js';
 import { flowChange, type FlowLimits } from './backpressure.js';
+import { connectSource } from './connect-source.js';
 import { runStartupChecks, type CapturedTable, type StartupCheckReport } from './checks.js';
 import { createMessageOrder } from './message-order.js';
 import type { RelationMessage } from './pgoutput/messages.js';
@@ -88,8 +89,7 @@ const MAX_PENDING_MESSAGES = 10_000;
 
 /** The start-up checks (tables, replica identity, slot, publication) and the status interval against wal_sender_timeout. */
 async function checkBeforeStreaming(connection: pg.ClientConfig, config: ParsedOptions & { tables: CapturedTable[] }, publications: readonly string[]): Promise<StartupCheckReport> {
-  const client = new pg.Client(connection);
-  await client.connect();
+  const client = await connectSource(connection);
   try {
     const report = await runStartupChecks(client, { slot: config.slot, publications, tables: config.tables });
     // The walsender drops a standby that stays silent for wal_sender_timeout; status
@@ -208,8 +208,10 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
         fail(new EventAssemblerError('SOURCE_SYSTEM_CHANGED', `the server's system identifier changed from ${session.systemId} to ${s.systemId}: this is a different database cluster, refusing to continue`, { before: session.systemId, after: s.systemId, slot: config.slot }));
         return;
       }
+      const previous = session;
       session = s;
       state = 'streaming';
+      options.onSession?.(s, previous);
       // Queued (and pending): nothing is taken in on the hot path (message-order.ts) before the reset ran.
       order.after(() => {
         intake.resetForSession();

@@ -9,6 +9,8 @@
 import pg from 'pg';
 import { checkSlot, parseQualifiedTable, quoteIdent, quoteLiteral, SourceCheckError, tableSql } from './checks.js';
 import type { Lsn, QualifiedTable } from './types.js';
+import { connectSource } from './connect-source.js';
+import { readFailoverState, supportsFailoverSlots } from './failover-state.js';
 
 export interface SetupCaptureOptions {
   /** Administrator connection: a connection string or `pg` settings. */
@@ -24,11 +26,17 @@ export interface SetupCaptureOptions {
   readonly updatePublication?: boolean;
   /** Create the slot when missing. Default: true. */
   readonly createSlot?: boolean;
+  /**
+   * Create the slot as a failover slot (`failover = true`), so a standby with
+   * `sync_replication_slots = on` keeps a synchronized copy and capture survives a failover.
+   * Default: true where the server supports it (PostgreSQL 17+); ignored on older servers.
+   */
+  readonly failover?: boolean;
 }
 
 export interface SetupCaptureReport {
   readonly publication: { readonly name: string; readonly action: 'created' | 'unchanged' | 'updated'; readonly tables: readonly QualifiedTable[] };
-  readonly slot: { readonly name: string; readonly action: 'created' | 'exists' | 'missing'; readonly lsn: Lsn | null };
+  readonly slot: { readonly name: string; readonly action: 'created' | 'exists' | 'missing'; readonly lsn: Lsn | null; readonly failover: boolean | null };
   /** Statements that were executed, in order. */
   readonly executed: readonly string[];
   /** One human-readable line per thing done or found. */
@@ -43,13 +51,19 @@ export function alterPublicationSql(publication: string, tables: readonly Qualif
   return `ALTER PUBLICATION ${quoteIdent(publication)} SET TABLE ${tables.map(tableSql).join(', ')};`;
 }
 
-export function createSlotSql(slot: string): string {
-  return `SELECT lsn FROM pg_create_logical_replication_slot(${quoteLiteral(slot)}, 'pgoutput');`;
+/**
+ * The slot's creation; `failover` (PostgreSQL 17+: the 5th argument) makes it a failover slot,
+ * synchronized to standbys that run with `sync_replication_slots = on` (docs/failover.md).
+ */
+export function createSlotSql(slot: string, failover = false): string {
+  return failover
+    ? `SELECT lsn FROM pg_create_logical_replication_slot(${quoteLiteral(slot)}, 'pgoutput', false, false, true);`
+    : `SELECT lsn FROM pg_create_logical_replication_slot(${quoteLiteral(slot)}, 'pgoutput');`;
 }
 
-/** The statements setup runs on a database that has neither the publication nor the slot. */
-export function setupSql(options: Pick<SetupCaptureOptions, 'publication' | 'slot' | 'tables'>): string[] {
-  return [createPublicationSql(options.publication, options.tables), createSlotSql(options.slot)];
+/** The statements setup runs on a database that has neither the publication nor the slot (PostgreSQL 17+: a failover slot). */
+export function setupSql(options: Pick<SetupCaptureOptions, 'publication' | 'slot' | 'tables' | 'failover'>): string[] {
+  return [createPublicationSql(options.publication, options.tables), createSlotSql(options.slot, options.failover !== false)];
 }
 
 export interface CaptureRoleOptions {
@@ -92,10 +106,9 @@ export function captureRoleSql(options: CaptureRoleOptions): string {
 export async function setupCapture(options: SetupCaptureOptions): Promise<SetupCaptureReport> {
   if (options.tables.length === 0) throw new RangeError('setup needs at least one table');
   for (const t of options.tables) parseQualifiedTable(t);
-  const client = new pg.Client(typeof options.connection === 'string' ? { connectionString: options.connection } : options.connection);
+  const client = await connectSource(options.connection);
   const executed: string[] = [];
   const lines: string[] = [];
-  await client.connect();
   try {
     // Tables must exist before the publication can name them.
     for (const table of options.tables) {
@@ -146,18 +159,20 @@ export async function setupCapture(options: SetupCaptureOptions): Promise<SetupC
 
     let slotAction: SetupCaptureReport['slot']['action'];
     let slotLsn: Lsn | null = null;
+    const supported = await supportsFailoverSlots(client);
+    const failover = supported && options.failover !== false;
     const slot = await client.query('SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = $1', [options.slot]);
     if (slot.rowCount === 0) {
       if (options.createSlot === false) {
         slotAction = 'missing';
         lines.push(`slot ${options.slot}: missing (not created: createSlot is false)`);
       } else {
-        const sql = createSlotSql(options.slot);
+        const sql = createSlotSql(options.slot, failover);
         const created = await client.query(sql);
         executed.push(sql);
         slotLsn = (created.rows[0] as { lsn: string }).lsn;
         slotAction = 'created';
-        lines.push(`slot ${options.slot}: created (pgoutput), streaming starts at ${slotLsn}`);
+        lines.push(`slot ${options.slot}: created (pgoutput${failover ? ', failover = true' : ''}), streaming starts at ${slotLsn}`);
       }
     } else {
       const checked = await checkSlot(client, options.slot);
@@ -165,9 +180,17 @@ export async function setupCapture(options: SetupCaptureOptions): Promise<SetupC
       slotLsn = checked.confirmedFlushLsn;
       lines.push(`slot ${options.slot}: exists (logical, pgoutput), confirmed_flush_lsn ${checked.confirmedFlushLsn ?? 'none'}, wal_status ${checked.walStatus ?? 'unknown'}`);
     }
+    const state = supported ? await readFailoverState(client, options.slot, null, null) : null;
+    if (slotAction !== 'missing') lines.push(`slot ${options.slot}: ${state ? state.summary : 'not failover-safe: this PostgreSQL has no failover slots (17+ needed)'}`);
+    if (state && state.failover === false) {
+      lines.push(`  to make it a failover slot (while no assembler streams it), on a replication connection: ALTER_REPLICATION_SLOT ${options.slot} (FAILOVER true)`);
+    }
+    if (state && state.failover && !state.synchronizedStandbySlots) {
+      lines.push(`  set synchronized_standby_slots on the primary to the standby's physical slot, so the synchronized slot is never ahead of the standby (docs/failover.md)`);
+    }
     return {
       publication: { name: options.publication, action: publicationAction, tables: [...options.tables] },
-      slot: { name: options.slot, action: slotAction, lsn: slotLsn },
+      slot: { name: options.slot, action: slotAction, lsn: slotLsn, failover: state?.failover ?? null },
       executed,
       lines,
     };

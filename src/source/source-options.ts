@@ -6,8 +6,9 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { EventAssemblerError } from '../errors.js';
 import type { CapturedTable } from './checks.js';
+import { parseSourceHosts, SourceConnectionStringError } from './multi-host.js';
 import { isLsn } from './position.js';
-import { DEFAULT_BACKOFF, DEFAULT_SLOT_POLL_INTERVAL_MS, type SlotHolder } from './replication.js';
+import { DEFAULT_BACKOFF, DEFAULT_SLOT_POLL_INTERVAL_MS, type ReplicationSession, type SlotHolder } from './replication.js';
 import type { Lsn, MessageChange, QualifiedTable } from './types.js';
 
 /** Source options are invalid; `field` names the option (dotted path). */
@@ -119,6 +120,12 @@ export interface PostgresSourceOptions {
    * checkpoint stream, so the slot never gets ahead of the destination's record. Default: no cap.
    */
   readonly idleAcknowledgeLimit?: () => Lsn | null;
+  /**
+   * Told about each replication session as it begins (before START_REPLICATION): the server it
+   * runs on, its timeline, the position it starts at, and the previous session (`null` for the
+   * first) — a new server or timeline is a failover. Default: none.
+   */
+  readonly onSession?: (session: ReplicationSession, previous: ReplicationSession | null) => void;
   /** Told about each lost connection and the delay before the next attempt. Default: none. */
   readonly onReconnect?: (error: Error, delayMs: number, attempt: number) => void;
   /**
@@ -155,6 +162,12 @@ export function parsePostgresSourceOptions(options: PostgresSourceOptions): Pars
     if (!/^[^.]+\.[^.]+$/.test(table)) throw new SourceConfigError(`tables.${i}`, `"${table}" must be schema-qualified, e.g. public.${table}`);
     return typeof t === 'string' ? { table } : { table, needsOldValues: t.needsOldValues ?? false };
   });
+  try {
+    parseSourceHosts(parsed.data.connection as string | pg.ClientConfig);
+  } catch (error) {
+    if (error instanceof SourceConnectionStringError) throw new SourceConfigError('connection', error.message.replace(/^source\.connection: /, ''));
+    throw error;
+  }
   if (parsed.data.streaming && parsed.data.protocolVersion < 2) {
     throw new SourceConfigError('streaming', 'streaming needs protocolVersion 2; set streaming: false to use protocol 1');
   }

@@ -9,6 +9,7 @@
 import pg from 'pg';
 import { EventAssemblerError } from '../errors.js';
 import { quoteIdent } from './checks.js';
+import { connectSource } from './connect-source.js';
 
 export type TeardownErrorCode = 'TEARDOWN_SLOT_ACTIVE' | 'TEARDOWN_SLOT_NOT_OURS' | 'TEARDOWN_NOT_PERMITTED';
 
@@ -72,9 +73,7 @@ export interface TeardownReport {
 }
 
 async function withClient<T>(connection: string | pg.ClientConfig, run: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client(typeof connection === 'string' ? { connectionString: connection } : connection);
-  client.on('error', () => undefined);
-  await client.connect();
+  const client = await connectSource(connection);
   try {
     return await run(client);
   } finally {

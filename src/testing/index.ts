@@ -38,3 +38,4 @@ export {
   type ExpectedEvent as ExpectedDestinationEvent,
   type EventRef,
 } from './verify-destination.js';
+export { startStandby, startFailoverPair, type StandbyPostgres, type StandbyOptions, type FailoverPair } from './postgres-standby.js';

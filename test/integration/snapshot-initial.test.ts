@@ -66,6 +66,8 @@ describe('initial snapshot at the exported snapshot (PostgreSQL 17, capture role
     const slot = await createSlotWithSnapshot({ connection: capture, slot: 'snap_initial' });
     slots.push(slot);
     expect(slot.consistentPoint).toMatch(/^[0-9A-F]+\/[0-9A-F]+$/);
+    // PostgreSQL 17: a failover slot by default (docs/failover.md), exported snapshot and all.
+    expect(await db.query(`SELECT failover FROM pg_replication_slots WHERE slot_name = 'snap_initial'`)).toEqual([{ failover: true }]);
 
     // Committed after the slot: must not be in the snapshot.
     await db.query(INSERT_INVOICE, [3, 4]);

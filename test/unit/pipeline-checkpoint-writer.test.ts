@@ -282,4 +282,13 @@ describe('checkpointEvent', () => {
     });
     expect(checkpointEvent('invoicing', 'ea_slot', target('0/200'), false).events[0]!.data).not.toHaveProperty('position.idle');
   });
+
+  it("records the source's timeline from a v1 checkpoint (it changes when a standby is promoted), and none from another form", () => {
+    const checkpoint = `v1:${SYSTEM_ID}:2:ea_slot:0/3000000:745`;
+    const record = checkpointEvent('invoicing', 'ea_slot', { ...target('0/3000000', 745), checkpoint }, false);
+    expect(record.events[0]!.data).toMatchObject({ position: { checkpoint, timeline: 2, endLsn: '0/3000000' } });
+    // The id does not depend on the timeline: a checkpoint re-written on the new timeline is the same record.
+    expect(record.events[0]!.id).toBe(checkpointEvent('invoicing', 'ea_slot', { ...target('0/3000000', 745), checkpoint: checkpoint.replace(':2:', ':1:') }, false).events[0]!.id);
+    expect(checkpointEvent('invoicing', 'ea_slot', target('0/200'), false).events[0]!.data).not.toHaveProperty('position.timeline');
+  });
 });

@@ -119,14 +119,16 @@ Exit codes:
   2  the configuration could not be loaded or is invalid (the message names the field,
      or the file and line)
   3  rebuild needed: the slot was invalidated, dropped or advanced past what was
-     recorded (snapshot.mode 'when_needed' starts a new generation instead)
+     recorded — also after a failover to a standby without a synchronized slot
+     (snapshot.mode 'when_needed' starts a new generation instead)
   4  a server stayed unreachable for lifecycle.startupTimeoutMs at start-up
      (SOURCE_UNAVAILABLE: PostgreSQL, DESTINATION_UNAVAILABLE: KurrentDB)
   130/143  a second SIGINT/SIGTERM: exited without draining
 `;
 
 function exitCodeOf(error: unknown): number {
-  if (error instanceof RebuildNeededError) return RUN_EXIT_CODES.rebuildNeeded;
+  // Also the source's REBUILD_NEEDED: the slot vanished or moved ahead while streaming (a failover without a synchronized slot).
+  if (error instanceof RebuildNeededError || (error instanceof EventAssemblerError && error.code === 'REBUILD_NEEDED')) return RUN_EXIT_CODES.rebuildNeeded;
   if (error instanceof ConfigError) return RUN_EXIT_CODES.config;
   if (error instanceof StartupUnavailableError) return RUN_EXIT_CODES.unavailable;
   return RUN_EXIT_CODES.fatal;

@@ -1,7 +1,7 @@
 // `event-assembler setup`: creates or checks the publication and the logical slot, and
 // prints the SQL of a least-privilege capture role.
 import { Command, Option } from 'commander';
-import { captureRoleSql, setupCapture, setupSql } from '../../source/setup.js';
+import { captureRoleSql, createSlotSql, setupCapture, setupSql } from '../../source/setup.js';
 import { EventAssemblerError } from '../../errors.js';
 
 interface SetupFlags {
@@ -13,6 +13,7 @@ interface SetupFlags {
   printSql?: boolean;
   updatePublication?: boolean;
   createSlot: boolean;
+  failover: boolean;
 }
 
 function parseTables(value: string, previous: string[] = []): string[] {
@@ -24,8 +25,10 @@ What it does:
   1. checks that every --tables entry exists;
   2. creates the publication FOR TABLE exactly those tables (publish insert, update,
      delete, truncate) — or checks that an existing one has exactly them;
-  3. creates the logical replication slot with the pgoutput plugin — or checks that
-     the existing one is logical, pgoutput, of this database, and not invalidated;
+  3. creates the logical replication slot with the pgoutput plugin — on PostgreSQL 17+
+     a failover slot (failover = true; --no-failover to opt out) — or checks that the
+     existing one is logical, pgoutput, of this database, and not invalidated; says
+     whether it is failover-safe;
   4. prints the SQL for a least-privilege capture role when --role is given.
 It is idempotent: running it again reports "unchanged" / "exists".
 
@@ -59,6 +62,7 @@ export function register(program: Command): void {
     .option('--print-sql', 'print the SQL setup would run (and the role SQL) without connecting')
     .option('--update-publication', 'when the publication exists with other tables, change it to exactly --tables')
     .option('--no-create-slot', 'only check the slot; do not create it')
+    .option('--no-failover', 'create the slot without failover = true (by default PostgreSQL 17+ gets a failover slot, kept by standbys with sync_replication_slots; docs/failover.md)')
     .addHelpText('after', HELP)
     .action(async (flags: SetupFlags, command: Command) => {
       if (!/^[a-z0-9_]{1,63}$/.test(flags.slot)) command.error(`--slot "${flags.slot}" is not a valid slot name: use lower-case letters, digits and _ (at most 63)`);
@@ -67,7 +71,12 @@ export function register(program: Command): void {
       const roleSql = flags.role ? captureRoleSql({ role: flags.role, tables: flags.tables }) : null;
       if (flags.printSql) {
         console.log('-- Setup (run as the tables\' owner or a superuser):');
-        for (const sql of setupSql(flags)) console.log(sql);
+        const [publicationSql, slotSql] = setupSql(flags);
+        console.log(publicationSql);
+        if (flags.failover) {
+          console.log(`${slotSql}  -- PostgreSQL 17+: a failover slot (docs/failover.md)`);
+          console.log(`-- before PostgreSQL 17 (no failover slots): ${createSlotSql(flags.slot)}`);
+        } else console.log(slotSql);
         if (roleSql) console.log(`\n${roleSql}`);
         return;
       }
@@ -80,6 +89,7 @@ export function register(program: Command): void {
           tables: flags.tables,
           updatePublication: flags.updatePublication === true,
           createSlot: flags.createSlot,
+          failover: flags.failover,
         });
         for (const line of report.lines) console.log(line);
         for (const sql of report.executed) console.log(`  executed: ${sql}`);

@@ -4,9 +4,9 @@
 // assembler through its slot — also when the assembler is down at the time. With --wait the
 // command follows the generation's progress (stored in KurrentDB) until it is done. Without
 // --config (or with --dry-run) it only prints the plan.
+import { connectSource } from '../../source/connect-source.js';
 import { Command } from 'commander';
 import os from 'node:os';
-import pg from 'pg';
 import { ConfigError, ConfigLoadError, loadConfig, type ResolvedConfig } from '../../config/index.js';
 import { EventAssemblerError } from '../../errors.js';
 import { createKurrentDBSnapshotStore, findRequestedProgress, snapshotProgressStreamName, type StoredSnapshotState } from '../../pipeline/snapshot-store.js';
@@ -73,9 +73,7 @@ function describeStored(stored: StoredSnapshotState | null): string {
 }
 
 async function checkSource(config: ResolvedConfig, tables: readonly string[]): Promise<void> {
-  const client = new pg.Client({ connectionString: config.source.connection });
-  client.on('error', () => undefined);
-  await client.connect();
+  const client = await connectSource(config.source.connection);
   try {
     for (const table of tables) requireKey(await describeTable(client, table, { publications: config.source.publication }));
     const slot = await client.query('SELECT 1 FROM pg_catalog.pg_replication_slots WHERE slot_name = $1', [config.source.slot]);
@@ -178,9 +176,7 @@ async function withConfig(flags: SnapshotFlags): Promise<void> {
   }
 
   const request = newSnapshotRequest({ assembler: config.name, tables, requestedBy: `${os.userInfo().username}@${os.hostname()}` });
-  const client = new pg.Client({ connectionString: config.source.connection });
-  client.on('error', () => undefined);
-  await client.connect();
+  const client = await connectSource(config.source.connection);
   let lsn: string;
   try {
     lsn = await emitSnapshotRequest(client, request);

@@ -9,6 +9,7 @@
 import pg from 'pg';
 import { createPgoutputDecoder } from '../pgoutput/decoder.js';
 import type { PgoutputMessage } from '../pgoutput/messages.js';
+import { connectSource } from '../connect-source.js';
 import { formatLsn, parseLsn } from '../position.js';
 import { ReplicationError, SlotActiveError, slotActivePid, toError, type SlotHolder } from './errors.js';
 import { createStandbyFeedback, type ShutdownPingDetector } from './feedback.js';
@@ -94,6 +95,11 @@ async function checkSlot(client: pg.Client, slotName: string, ctx: ConnectionCon
        FROM pg_catalog.pg_replication_slots WHERE slot_name = ${quoteLiteral(slotName)}`,
   );
   const slot = slotInfo.rows[0] as SlotRow | undefined;
+  const durable = ctx.positions.durable;
+  // A slot gone from under a stream that has a position: dropped, or a failover to a standby that
+  // had no synchronized copy. (A slot ahead of the durable position is no such sign: another
+  // assembler of the same checkpoint stream — a standby that led meanwhile — may have advanced it.)
+  if (!slot && durable > 0n) throw slotGone(slotName, `does not exist on this server (${client.host}:${client.port}) — after a failover: the standby did not have it synchronized (failover = false, or no sync_replication_slots)`, durable);
   if (!slot) {
     throw new ReplicationError('SOURCE_SLOT_MISSING', `replication slot "${slotName}" does not exist; create it with: event-assembler setup --slot ${slotName} … (or SELECT pg_create_logical_replication_slot('${slotName}', 'pgoutput');)`, { slot: slotName });
   }
@@ -110,6 +116,18 @@ async function checkSlot(client: pg.Client, slotName: string, ctx: ConnectionCon
     throw new SlotActiveError(slotName, holder ?? { pid: Number(slot.active_pid), client: null, applicationName: null, ours: ctx.isOwnWalsender(Number(slot.active_pid)) });
   }
   return slot.confirmed_flush_lsn ? parseLsn(slot.confirmed_flush_lsn) : 0n;
+}
+
+/**
+ * The slot this stream was reading cannot serve its durable position any more (REBUILD_NEEDED,
+ * `run` exits 3): continuing would start from "now" and skip what was committed in between.
+ */
+function slotGone(slotName: string, what: string, durable: bigint): ReplicationError {
+  return new ReplicationError(
+    'REBUILD_NEEDED',
+    `replication slot "${slotName}" ${what}. Capture cannot resume at ${formatLsn(durable)} without a gap. Rebuild: start the assembler with snapshot.mode 'when_needed' — it re-creates the slot and reads every captured table as a new snapshot generation (docs/runbook.md, EventAssemblerSlotLost) — and reconcile the consumers`,
+    { slot: slotName, durableLsn: formatLsn(durable) },
+  );
 }
 
 /** START_REPLICATION's refusal of a slot another connection took since the check: a SlotActiveError naming it (else `error`). */
@@ -144,7 +162,8 @@ function yieldEvery(stream: ClientInternals['connection']['stream'], ctx: Connec
 
 export function openReplicationConnection(ctx: ConnectionContext): ReplicationConnection {
   const { options, positions } = ctx;
-  const client = new pg.Client({ ...options.connection, replication: 'database' } as pg.ClientConfig);
+  let client: pg.Client | null = null;
+  const connecting = new AbortController();
   let internals: ClientInternals['connection'] | null = null;
   let sessionError: Error | null = null;
   let endSession: () => void = () => {};
@@ -162,14 +181,15 @@ export function openReplicationConnection(ctx: ConnectionContext): ReplicationCo
     shutdownPings: ctx.shutdownPings,
     onShutdownWait: (error) => abortSession?.(error),
   });
-  const ended = new Promise<void>((resolve) => {
-    endSession = resolve;
-    client.on('error', (error) => {
+  const ended = new Promise<void>((resolve) => (endSession = resolve));
+  /** The connection's end (an error, the server hanging up, or end()) settles `ended`. */
+  function watch(c: pg.Client): void {
+    c.on('error', (error) => {
       sessionError ??= error;
-      resolve();
+      endSession();
     });
-    client.on('end', () => resolve());
-  });
+    c.on('end', () => endSession());
+  }
 
   function onCopyData(chunk: Buffer, decode: (payload: Buffer) => PgoutputMessage): void {
     const kind = chunk[0];
@@ -188,7 +208,7 @@ export function openReplicationConnection(ctx: ConnectionContext): ReplicationCo
   }
 
   /** IDENTIFY_SYSTEM and the slot check passed: the session begins at the durable position. */
-  function beginSession(row: { systemid: string; timeline: string | number; dbname: string }, confirmed: bigint): ReplicationSession {
+  function beginSession(row: { systemid: string; timeline: string | number; dbname: string }, confirmed: bigint, server: string): ReplicationSession {
     // Never start from, or report, less than the slot already confirmed: the server would
     // start from confirmed_flush_lsn anyway, and a lower flush report is at best ignored.
     if (confirmed > positions.durable) positions.durable = confirmed;
@@ -200,6 +220,7 @@ export function openReplicationConnection(ctx: ConnectionContext): ReplicationCo
       startLsn: formatLsn(positions.durable),
       confirmedFlushLsn: formatLsn(confirmed),
       number: ctx.nextSessionNumber(),
+      server,
     };
   }
 
@@ -223,20 +244,22 @@ export function openReplicationConnection(ctx: ConnectionContext): ReplicationCo
 
   return {
     async run() {
-      // pg quirk: `connect()` never settles when `end()` is called while it is connecting
-      // (the connect callback is skipped when the client is ending), so race it with 'end'.
-      const connected = await Promise.race([
-        client.connect().then(
-          () => null,
-          (error: unknown) => toError(error),
-        ),
-        ended.then(() => sessionError ?? new Error('Connection terminated while connecting')),
-      ]);
-      if (connected) throw connected;
-      if (ctx.isClosed()) return;
+      // The host walk (several hosts: the first primary); end() meanwhile aborts it — pg's
+      // `connect()` never settles when `end()` is called while it is connecting.
+      const connected = await connectSource(options.connection, { extra: { replication: 'database' }, signal: connecting.signal }).then(
+        (c) => c,
+        (error: unknown) => toError(error),
+      );
+      if (connected instanceof Error) throw connected;
+      client = connected;
+      watch(client);
+      if (ctx.isClosed() || connecting.signal.aborted) {
+        await client.end().catch(() => undefined); // end() ran while the walk finished: nothing else ends it
+        return;
+      }
       const row = await identifySystem(client);
       const confirmed = await checkSlot(client, options.slot, ctx);
-      ctx.onSession(beginSession(row, confirmed));
+      ctx.onSession(beginSession(row, confirmed, `${client.host}:${client.port}`));
       internals = (client as unknown as ClientInternals).connection;
       listen(internals);
       const query = client.query(startReplicationSql(options, positions.durable)).then(
@@ -263,6 +286,9 @@ export function openReplicationConnection(ctx: ConnectionContext): ReplicationCo
       feedback.stop();
       abortSession = null;
       internals = null;
+      connecting.abort();
+      endSession();
+      if (!client) return Promise.resolve();
       client.removeAllListeners('error');
       client.on('error', () => {});
       return client.end().catch(() => {});

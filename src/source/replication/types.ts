@@ -19,10 +19,12 @@ export interface ReplicationSession {
   readonly confirmedFlushLsn: Lsn;
   /** 1 for the first session, 2 after the first reconnect, … */
   readonly number: number;
+  /** `host:port` the session runs on (with several hosts: the one the host walk took). */
+  readonly server: string;
 }
 
 export interface ReplicationStreamOptions {
-  /** Connection settings of the capture role; `replication: 'database'` is added here. */
+  /** Connection settings of the capture role (several hosts: the first primary is taken, connect-source.ts); `replication: 'database'` is added here. */
   readonly connection: pg.ClientConfig;
   readonly slot: string;
   readonly publications: readonly string[];

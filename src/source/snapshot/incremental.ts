@@ -25,6 +25,7 @@
  * back marked `retry`; the reader reads the range again after a delay (doubling to 5 s) and
  * fails with `SNAPSHOT_CHUNK_BLOCKED` after `maxChunkRetries`.
  */
+import { connectSource } from '../connect-source.js';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { QualifiedTable } from '../types.js';
@@ -112,9 +113,7 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
 
   async function connect(): Promise<pg.Client> {
     if (client) return client;
-    const c = new pg.Client(clientConfig(options.connection));
-    c.on('error', () => undefined);
-    await c.connect();
+    const c = await connectSource(clientConfig(options.connection));
     await c.query(`SET DateStyle = 'ISO, MDY'; SET IntervalStyle = 'postgres'; SET bytea_output = 'hex'`);
     client = c;
     return c;

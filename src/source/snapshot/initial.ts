@@ -19,6 +19,8 @@ import {
 } from './catalog.js';
 import { copyOut } from './copy.js';
 import { newSnapshotProgress, updateTable, type SnapshotProgress, type SnapshotProgressStore } from './progress.js';
+import { connectSource } from '../connect-source.js';
+import { supportsFailoverSlots } from '../failover-state.js';
 
 export interface ExportedSnapshotSlot {
   readonly slot: string;
@@ -37,7 +39,10 @@ export interface CreateSlotWithSnapshotOptions {
   readonly slot: string;
   /** Output plugin. Default: `pgoutput`. */
   readonly plugin?: string;
-  /** PostgreSQL 17 failover slot (synchronised to standbys). Default: false. */
+  /**
+   * PostgreSQL 17 failover slot (synchronized to standbys with `sync_replication_slots = on`).
+   * Default: true where the server supports it (17+), unless the slot is temporary (those cannot be).
+   */
   readonly failover?: boolean;
   /** A temporary slot: dropped by the server when the connection ends (a reconciliation's cut). Default: false. */
   readonly temporary?: boolean;
@@ -56,11 +61,10 @@ export async function createSlotWithSnapshot(options: CreateSlotWithSnapshotOpti
     throw new SnapshotError('SNAPSHOT_SLOT_NAME_INVALID', `slot name "${options.slot}" must be lower-case letters, digits and _ (at most 63)`, { slot: options.slot });
   }
   const plugin = options.plugin ?? 'pgoutput';
-  const client = new pg.Client({ ...clientConfig(options.connection), replication: 'database' } as pg.ClientConfig);
-  client.on('error', () => undefined);
-  await client.connect();
+  const client = await connectSource(clientConfig(options.connection), { extra: { replication: 'database' } });
   try {
-    const flags = [`SNAPSHOT 'export'`, ...(options.failover ? ['FAILOVER'] : [])].join(', ');
+    const failover = options.failover ?? (!options.temporary && (await supportsFailoverSlots(client)));
+    const flags = [`SNAPSHOT 'export'`, ...(failover ? ['FAILOVER'] : [])].join(', ');
     const result = await client.query<{ slot_name: string; consistent_point: string; snapshot_name: string; output_plugin: string }>(
       `CREATE_REPLICATION_SLOT ${options.slot}${options.temporary ? ' TEMPORARY' : ''} LOGICAL ${plugin} (${flags})`,
     );
@@ -123,9 +127,7 @@ const SESSION_SETTINGS = `SET DateStyle = 'ISO, MDY'; SET IntervalStyle = 'postg
 
 /** Opens a connection in a REPEATABLE READ READ ONLY transaction at `snapshotName`. */
 export async function openSnapshotConnection(connection: string | pg.ClientConfig, snapshotName: string): Promise<pg.Client> {
-  const client = new pg.Client(clientConfig(connection));
-  client.on('error', () => undefined);
-  await client.connect();
+  const client = await connectSource(clientConfig(connection));
   try {
     await client.query(SESSION_SETTINGS);
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
