@@ -7,12 +7,13 @@
 import type { ResolvedConfig } from '../config/schema.js';
 import { canonicalKey } from '../mapping/index.js';
 import type { AppendOutcome } from '../sink/index.js';
-import { isSnapshotFinished, type IncrementalSnapshot, type SnapshotDecision, type SnapshotProgress } from '../source/snapshot/index.js';
-import type { Lsn, SnapshotRecord } from '../source/types.js';
+import type pg from 'pg';
+import { isSnapshotFinished, type IncrementalSnapshot, type SnapshotDecision, type ReadKeySet, type SnapshotProgress, type SnapshotTable } from '../source/snapshot/index.js';
+import type { Lsn, QualifiedTable, SnapshotRecord } from '../source/types.js';
 import type { CheckpointWriter } from './checkpoint-writer.js';
 import type { Logger } from './logger.js';
 import type { RunControl } from './run-control.js';
-import type { PinnedPosition, PipelineSnapshotStore, SnapshotRequestState, StoredSnapshotState } from './snapshot-store.js';
+import type { PinnedPosition, PipelineSnapshotStore, ReadMark, SnapshotRequestState, StoredSnapshotState } from './snapshot-store.js';
 import type { TransactionHandler } from './transaction-handler.js';
 import type { SnapshotSummary } from './types.js';
 
@@ -45,17 +46,51 @@ export interface SnapshotState {
   readonly pinned: Map<string, PinnedPosition>;
   sequence: number;
   done: boolean;
+  /** A resumed initial snapshot keeping "streams begin at their beginning" (snapshot-first-change.ts); `null` otherwise. */
+  begin: FirstChangeState | null;
+  /** Keys marked read since the last save (saved with the next progress record). */
+  marks: ReadMark[];
+  /** Marks loaded at start-up (every save of the stored generation). */
+  storedMarks: readonly ReadMark[];
+}
+
+/** A table of a resumed initial snapshot, as the first-change rule needs it. */
+export interface ResumedTable {
+  readonly describe: SnapshotTable;
+  /** `pg_class.relreplident`: `f` (full), `d` (default), `i` (index), `n` (nothing). */
+  readonly replicaIdentity: string;
+  /** Every column some mapper allowlists for the table, sorted. */
+  readonly mapped: readonly string[];
+  /** Before-images hold every mapped column: REPLICA IDENTITY FULL, or every mapped column in the key. */
+  readonly beforeImages: boolean;
+}
+
+export interface FirstChangeState {
+  readonly generation: string;
+  readonly tables: ReadonlyMap<QualifiedTable, ResumedTable>;
+  readonly readKeys: ReadKeySet;
+  readonly counts: { beforeImages: number; marked: number; withoutImage: number; skippedByChunk: number };
+  /** For key comparisons PostgreSQL must make (non-integer keys); opened on first use. */
+  client: pg.Client | null;
 }
 
 export function createSnapshotState(): SnapshotState {
   return {
     store: null, stored: null, progress: null, incremental: null, info: null, requests: { queued: [], handled: [] },
     systemId: null, adHocStarting: false, counts: { rows: 0, events: 0 }, pinned: new Map(), sequence: 0, done: false,
+    begin: null, marks: [], storedMarks: [],
   };
 }
 
 export async function saveSnapshotProgress(state: SnapshotState, progress: SnapshotProgress): Promise<void> {
-  await state.store!.save(progress, state.pinned, state.requests);
+  const marks = state.marks;
+  state.marks = [];
+  try {
+    await state.store!.save(progress, state.pinned, state.requests, { marks, sequence: state.sequence });
+  } catch (error) {
+    state.marks = [...marks, ...state.marks];
+    throw error;
+  }
   state.progress = progress;
 }
 
@@ -101,7 +136,7 @@ export async function deliverSnapshotRecords(
     const position = positions[i]!;
     if (deps.control.stopRequested && deps.control.fatal) throw deps.control.fatal;
     const queued = await deps.handler.handleUnit(
-      record,
+      record.snapshotKind ? record : { ...record, snapshotKind: batch.progress.kind },
       { kind: 'snapshot', systemId, snapshotGeneration: record.snapshotGeneration, lsn: position.lsn, sequence: position.sequence, table: record.table, key: canonicalKey(record.change.key) },
       systemId,
     );

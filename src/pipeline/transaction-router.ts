@@ -10,6 +10,7 @@ import { isHeartbeatOnly } from '../source/heartbeat.js';
 import type { IncrementalSnapshot } from '../source/snapshot/index.js';
 import type { Change, ChangeSequence, SnapshotRecord } from '../source/types.js';
 import { isLargeTransaction } from './slices.js';
+import { applyFirstChanges, skipMarked, tableFinished } from './snapshot-first-change.js';
 import { hasSnapshotRequest, takeSnapshotRequests } from './snapshot-requests.js';
 import { deliverSnapshotRecords, type SnapshotDeps } from './snapshot-state.js';
 
@@ -58,6 +59,8 @@ async function handleWithWindow(deps: SnapshotDeps, tx: CommittedTransaction, in
   try {
     const changes: ChangeSequence = large ? tx.sequence() : await readChanges(tx);
     if (!large || tx.messageCount > 0) await takeSnapshotRequests(deps, tx, changes);
+    // A resumed initial snapshot: before-image records of first changes, marks saved, before the transaction goes on.
+    if (deps.state.begin) await applyFirstChanges(deps, tx, changes, systemId);
     let records: SnapshotRecord[] = [];
     for (const output of inc.window.accept({ xid: tx.xid }, changes)) {
       if (output.kind === 'transaction') {
@@ -67,9 +70,10 @@ async function handleWithWindow(deps: SnapshotDeps, tx: CommittedTransaction, in
       }
       else if (output.kind === 'snapshot') records.push(output.record);
       else {
-        await deliverSnapshotRecords(deps.state, deps, { records, lsn: tx.commitLsn, systemId, progress: inc.progress() });
+        await deliverSnapshotRecords(deps.state, deps, { records: skipMarked(deps, records), lsn: tx.commitLsn, systemId, progress: inc.progress() });
         records = [];
         await inc.chunkDurable(output.chunk);
+        if (inc.progress().tables.find((t) => t.table === output.chunk.table)?.status === 'done') tableFinished(deps, output.chunk.table);
       }
     }
   } finally {
