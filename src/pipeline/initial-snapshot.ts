@@ -6,7 +6,7 @@
  */
 import { EventAssemblerError } from '../errors.js';
 import { createSlotWithSnapshot, isSnapshotFinished, newSnapshotProgress, readInitialSnapshot, updateTable, type SnapshotDecision } from '../source/snapshot/index.js';
-import { deliverSnapshotRecords, saveSnapshotProgress, type SnapshotDeps } from './snapshot-state.js';
+import { deliverSnapshotRecords, saveSnapshotProgress, unpinRecords, type SnapshotDeps } from './snapshot-state.js';
 import { dropSlot, identifySystem, slotState } from './source-queries.js';
 
 /** Creates the slot with an exported snapshot, reads every captured table at it and makes the records durable. */
@@ -42,6 +42,7 @@ export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: Snap
         chunksDone: entry.chunksDone + (batch.records.length > 0 ? 1 : 0),
       });
       await saveSnapshotProgress(state, progress);
+      unpinRecords(state, batch.records);
       if (batch.tableDone) log.info('snapshot: table done', { table: batch.table, rows: batch.rowsDone, generation });
     }
     if (isSnapshotFinished(progress)) {

@@ -29,7 +29,8 @@ import {
 } from '../source/snapshot/index.js';
 import { isUnchangedToast, type Change, type ChangeSequence, type Row, type RowChange, type SnapshotRecord } from '../source/types.js';
 import type { CommittedTransaction } from '../buffer/index.js';
-import { deliverSnapshotRecords, saveSnapshotProgress, type FirstChangeState, type ResumedTable, type SnapshotDeps } from './snapshot-state.js';
+import type { PinnedPosition } from './snapshot-store.js';
+import { queueSnapshotRecords, requestSave, type FirstChangeState, type ResumedTable, type SnapshotDeps } from './snapshot-state.js';
 import { withClient } from './source-queries.js';
 
 /** Before-image records delivered (and marks saved) at a time, so one progress record stays small. */
@@ -75,7 +76,10 @@ export async function prepareFirstChanges(deps: SnapshotDeps, progress: Snapshot
   log.info('snapshot: resumed initial snapshot keeps entity streams beginning at their beginning (before-images of first changes)', {
     generation: progress.generation, tables: kept, marksLoaded: state.storedMarks.length,
   });
-  return { generation: progress.generation, tables, readKeys, counts: { beforeImages: 0, marked: 0, withoutImage: 0, skippedByChunk: 0 }, client: null };
+  return {
+    generation: progress.generation, tables, readKeys, counts: { beforeImages: 0, marked: 0, withoutImage: 0, skippedByChunk: 0 }, client: null,
+    inheritedPins: new Set(state.pinned.keys()),
+  };
 }
 
 /** The row as it was before `change`, when it holds every mapped column; `null` otherwise. */
@@ -122,30 +126,47 @@ function mark(deps: SnapshotDeps, begin: FirstChangeState, table: string, k: str
   begin.counts.marked += 1;
 }
 
+/** The gate of one transaction: its before-image records durable and its marks saved (wrapped: an async function would await it). */
+export type FirstChangeGate = { readonly until: Promise<void> } | null;
+
 /**
- * Applies the first-change rule to one committed transaction, before it is handed on: delivers
- * the before-image records it calls for (at the transaction's commit LSN: after everything
- * earlier in every stream, before the transaction's own events) and saves the marks it made.
+ * Applies the first-change rule to one committed transaction, before it is handed on. Queues the
+ * before-image records it calls for — each at the transaction's commit LSN with the change's
+ * index as sequence, so a replay of the transaction gives them the same positions: after
+ * everything earlier in every stream, before the transaction's own events — and asks for a save
+ * of the marks (and pins) it made. Returns the gate the transaction's acknowledgement must wait
+ * for (records durable, marks saved), `null` when it made none.
  */
-export async function applyFirstChanges(deps: SnapshotDeps, tx: CommittedTransaction, changes: ChangeSequence, systemId: string): Promise<void> {
-  const begin = deps.state.begin;
-  const inc = deps.state.incremental;
-  if (!begin || !inc) return;
+export async function applyFirstChanges(deps: SnapshotDeps, tx: CommittedTransaction, changes: ChangeSequence, systemId: string): Promise<FirstChangeGate> {
+  const { state } = deps;
+  const begin = state.begin;
+  const inc = state.incremental;
+  if (!begin || !inc) return null;
+  const gates: Promise<void>[] = [];
   let records: SnapshotRecord[] = [];
-  const flush = async (): Promise<void> => {
-    if (records.length > 0) await deliverSnapshotRecords(deps.state, deps, { records, lsn: tx.commitLsn, systemId, progress: inc.progress() });
-    else if (deps.state.marks.length > 0) await saveSnapshotProgress(deps.state, inc.progress());
+  let positions: PinnedPosition[] = [];
+  let inFlight: Promise<void>[] = [];
+  const queue = async (): Promise<void> => {
+    if (records.length === 0) return;
+    // Positions are deterministic (or inherited): a pin may go as soon as the record is durable.
+    const queued = await queueSnapshotRecords(state, deps, { records, positions, systemId, kind: inc.progress().kind, unpin: true });
+    inFlight.push(queued.durable);
     records = [];
+    positions = [];
   };
+  let index = -1;
   for (const change of changes as Iterable<Change>) {
+    index += 1;
     if (change.op !== 'insert' && change.op !== 'update' && change.op !== 'delete') continue;
     const t = begin.tables.get(change.table);
     if (!t || !t.beforeImages) continue;
     const table = change.table;
     const oldKeyRow = change.op === 'update' && change.oldKey ? keyOf(t, change.oldKey) : keyOf(t, change.op === 'insert' ? change.after : change.key);
     const k = keyString(t.describe.keyColumns, oldKeyRow);
-    const pinned = deps.state.pinned.has(`${table}\u0000${canonicalKey(oldKeyRow)}`);
-    if (pinned || !(await isRead(deps, begin, t, oldKeyRow, k))) {
+    const pin = `${table}\u0000${canonicalKey(oldKeyRow)}`;
+    // Still pinned: a chunk that read the row since has dropped the pin once its progress was saved.
+    const inherited = begin.inheritedPins.has(pin) && state.pinned.has(pin);
+    if (inherited || !(await isRead(deps, begin, t, oldKeyRow, k))) {
       if (change.op === 'insert') {
         mark(deps, begin, table, k);
       } else {
@@ -155,8 +176,13 @@ export async function applyFirstChanges(deps: SnapshotDeps, tx: CommittedTransac
           begin.counts.withoutImage += 1;
           continue;
         }
+        // A record of the last run whose landing is unknown keeps its position (the sink's receipt drops it if it landed).
+        const position = (inherited ? state.pinned.get(pin) : undefined) ?? { lsn: tx.commitLsn, sequence: index };
+        begin.inheritedPins.delete(pin);
+        state.pinned.set(pin, position);
         const key = keyOf(t, image);
         records.push({ kind: 'snapshot', snapshotGeneration: begin.generation, table, change: { op: 'read', table, after: image, key, snapshotGeneration: begin.generation } });
+        positions.push(position);
         begin.counts.beforeImages += 1;
         mark(deps, begin, table, k);
       }
@@ -167,9 +193,18 @@ export async function applyFirstChanges(deps: SnapshotDeps, tx: CommittedTransac
       const k2 = keyString(t.describe.keyColumns, newKey);
       if (!(await isRead(deps, begin, t, newKey, k2))) mark(deps, begin, table, k2);
     }
-    if (records.length >= BATCH || deps.state.marks.length >= BATCH) await flush();
+    if (records.length >= BATCH) {
+      // A bulk transaction: its pins (saved with every record) stay bounded — a batch lands before the next is made.
+      gates.push(requestSave(state, () => inc.progress()));
+      await queue();
+      await Promise.all(inFlight);
+      inFlight = [];
+    }
   }
-  await flush();
+  if (state.marks.length > 0 || records.length > 0) gates.push(requestSave(state, () => inc.progress()));
+  await queue();
+  gates.push(...inFlight);
+  return gates.length > 0 ? { until: Promise.all(gates).then(() => undefined) } : null;
 }
 
 /** Chunk records of a resumed initial snapshot: those whose key is marked read are dropped (and the mark forgotten: the chunk passed it). */

@@ -158,7 +158,11 @@ export async function countItemStreams(kdb: InMemoryKurrentDB, db: { query<T>(te
     let state: { version: number; payload: string } | null = null;
     let previous: number | null = null;
     for (const [i, e] of stored.entries()) {
-      if (ids.has(e.id)) duplicateIds += 1;
+      if (ids.has(e.id)) {
+        duplicateIds += 1;
+        const receipts = stored.map((x) => `${x.type}@${x.metadata['receipt.lsn'] ?? x.metadata['receipt.commitLsn']}#${x.metadata['receipt.sequence'] ?? x.metadata['receipt.xid']}`).join(' ');
+        if (examples.length < 6) examples.push(`${stream} duplicate ${e.id}: ${receipts}`);
+      }
       ids.add(e.id);
       if (e.type === 'ItemImported') importedByKind[e.metadata['snapshot.kind'] ?? '(none)'] = (importedByKind[e.metadata['snapshot.kind'] ?? '(none)'] ?? 0) + 1;
       if (BEGINNINGS.has(e.type)) {
