@@ -32,6 +32,8 @@ interface Outcome {
   readonly counts: StreamCounts;
   readonly progressAtKills: readonly string[];
   readonly lines: readonly Record<string, unknown>[];
+  /** The last run's log lines. */
+  readonly lastRun: readonly Record<string, unknown>[];
   readonly writes: { updates: number; deletes: number; inserts: number };
   readonly seconds: number;
 }
@@ -139,12 +141,14 @@ describe('entity streams begin at their beginning after an interrupted initial s
     const counts = await countItemStreams(kdb, db);
     const lines = [...first.lines(), ...second.lines(), ...third.lines()];
     const seconds = (Date.now() - started) / 1000;
-    process.stdout.write(`[snapshot-begin] REPLICA IDENTITY ${identity}: ${JSON.stringify({ ...counts, examples: counts.examples.slice(0, 3), progressAtKills, writes, seconds })}\n`);
-    return { counts, progressAtKills, lines, writes, seconds };
+    const marksLoaded = third.lines().find((l) => String(l['msg']).startsWith('snapshot: resumed initial snapshot keeps'))?.['marksLoaded'] ?? null;
+    const firstChanges = third.lines().find((l) => l['msg'] === 'snapshot: complete (resumed)')?.['firstChanges'] ?? null;
+    process.stdout.write(`[snapshot-begin] REPLICA IDENTITY ${identity}: ${JSON.stringify({ ...counts, examples: counts.examples.slice(0, 3), progressAtKills, marksLoaded, firstChanges, writes, seconds })}\n`);
+    return { counts, progressAtKills, lines, lastRun: third.lines(), writes, seconds };
   }
 
   it('REPLICA IDENTITY FULL: two kills, and every stream begins with exactly one snapshot or creating event, nothing re-stated, every change once', async () => {
-    const { counts, lines, writes } = await scenario('FULL');
+    const { counts, lines, lastRun, writes } = await scenario('FULL');
     expect(writes.updates).toBeGreaterThan(500);
     expect(counts.streams).toBeGreaterThan(ROWS);
     expect(counts.firstNotBeginning, counts.examples.join('\n')).toBe(0);
@@ -159,6 +163,9 @@ describe('entity streams begin at their beginning after an interrupted initial s
     expect(lines.some((l) => String(l['msg']).startsWith('snapshot: resumed without before-images'))).toBe(false);
     const complete = lines.find((l) => l['msg'] === 'snapshot: complete (resumed)') as { firstChanges?: { beforeImages: number; marked: number } } | undefined;
     expect(complete?.firstChanges?.beforeImages).toBeGreaterThan(0);
+    // The second kill left marks behind: the last run loaded them from the progress stream (not from memory).
+    const kept = lastRun.find((l) => String(l['msg']).startsWith('snapshot: resumed initial snapshot keeps')) as { marksLoaded?: number } | undefined;
+    expect(kept?.marksLoaded).toBeGreaterThan(0);
   }, 120_000);
 
   it('REPLICA IDENTITY DEFAULT: the documented weaker contract (DBLog), with a warning naming the table and the fix', async () => {
