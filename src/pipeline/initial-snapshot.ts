@@ -24,6 +24,7 @@ export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: Snap
     const tables = config.source.tables.map((t) => t.table);
     let progress = newSnapshotProgress({ generation, kind: 'initial', mode: config.snapshot.mode, tables, reason: decision.reason, slot: exported.slot, consistentPoint: exported.consistentPoint });
     state.pinned.clear();
+    state.inheritedPins.clear();
     await saveSnapshotProgress(state, progress);
     state.info = { ...state.info!, consistentPoint: exported.consistentPoint };
     log.info('snapshot: slot created with an exported snapshot; reading captured tables', { slot: exported.slot, consistentPoint: exported.consistentPoint, generation, tables, parallelism: config.snapshot.parallelism });

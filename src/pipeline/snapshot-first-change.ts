@@ -29,6 +29,7 @@ import {
 } from '../source/snapshot/index.js';
 import { isUnchangedToast, type Change, type ChangeSequence, type Row, type RowChange, type SnapshotRecord } from '../source/types.js';
 import type { CommittedTransaction } from '../buffer/index.js';
+import { recordsLanded } from './snapshot-landed.js';
 import type { PinnedPosition } from './snapshot-store.js';
 import { queueSnapshotRecords, requestSave, type FirstChangeState, type ResumedTable, type SnapshotDeps } from './snapshot-state.js';
 import { withClient } from './source-queries.js';
@@ -78,7 +79,6 @@ export async function prepareFirstChanges(deps: SnapshotDeps, progress: Snapshot
   });
   return {
     generation: progress.generation, tables, readKeys, counts: { beforeImages: 0, marked: 0, withoutImage: 0, skippedByChunk: 0 }, client: null,
-    inheritedPins: new Set(state.pinned.keys()),
   };
 }
 
@@ -165,7 +165,7 @@ export async function applyFirstChanges(deps: SnapshotDeps, tx: CommittedTransac
     const k = keyString(t.describe.keyColumns, oldKeyRow);
     const pin = `${table}\u0000${canonicalKey(oldKeyRow)}`;
     // Still pinned: a chunk that read the row since has dropped the pin once its progress was saved.
-    const inherited = begin.inheritedPins.has(pin) && state.pinned.has(pin);
+    const inherited = state.inheritedPins.has(pin) && state.pinned.has(pin);
     if (inherited || !(await isRead(deps, begin, t, oldKeyRow, k))) {
       if (change.op === 'insert') {
         mark(deps, begin, table, k);
@@ -176,15 +176,25 @@ export async function applyFirstChanges(deps: SnapshotDeps, tx: CommittedTransac
           begin.counts.withoutImage += 1;
           continue;
         }
-        // A record of the last run whose landing is unknown keeps its position (the sink's receipt drops it if it landed).
-        const position = (inherited ? state.pinned.get(pin) : undefined) ?? { lsn: tx.commitLsn, sequence: index };
-        begin.inheritedPins.delete(pin);
-        state.pinned.set(pin, position);
         const key = keyOf(t, image);
-        records.push({ kind: 'snapshot', snapshotGeneration: begin.generation, table, change: { op: 'read', table, after: image, key, snapshotGeneration: begin.generation } });
-        positions.push(position);
-        begin.counts.beforeImages += 1;
+        const record: SnapshotRecord = { kind: 'snapshot', snapshotGeneration: begin.generation, table, change: { op: 'read', table, after: image, key, snapshotGeneration: begin.generation } };
         mark(deps, begin, table, k);
+        let position: PinnedPosition | null = { lsn: tx.commitLsn, sequence: index };
+        if (inherited) {
+          // The last process handed this row's record to the sink (the row is unchanged since: this is its first change).
+          const pinned = state.pinned.get(pin)!;
+          const [landed] = await recordsLanded(deps.config, systemId, [record], [pinned]);
+          state.inheritedPins.delete(pin);
+          position = landed === 'all' ? null : landed === 'some' ? pinned : position;
+        }
+        if (position) {
+          state.pinned.set(pin, position);
+          records.push(record);
+          positions.push(position);
+          begin.counts.beforeImages += 1;
+        } else {
+          state.pinned.delete(pin);
+        }
       }
     }
     if (change.op === 'update' && change.oldKey) {

@@ -101,6 +101,7 @@ async function startAdHoc(deps: SnapshotDeps, request: SnapshotRequest, lsn: Lsn
       request: { id: request.id, lsn },
     });
     state.pinned.clear();
+    state.inheritedPins.clear();
     await saveSnapshotProgress(state, progress);
     state.done = false;
     state.info = { action: 'ad-hoc-snapshot', code: 'SNAPSHOT_REQUESTED', reason: progress.reason, generation: progress.generation, consistentPoint: null, stopAfter: false };

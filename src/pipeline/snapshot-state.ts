@@ -11,6 +11,7 @@ import type pg from 'pg';
 import { isSnapshotFinished, type IncrementalSnapshot, type SnapshotDecision, type ReadKeySet, type SnapshotProgress, type SnapshotTable } from '../source/snapshot/index.js';
 import type { Lsn, QualifiedTable, SnapshotRecord } from '../source/types.js';
 import type { CheckpointWriter } from './checkpoint-writer.js';
+import { recordsLanded } from './snapshot-landed.js';
 import type { Logger } from './logger.js';
 import type { RunControl } from './run-control.js';
 import type { PinnedPosition, PipelineSnapshotStore, ReadMark, SnapshotRequestState, StoredSnapshotState } from './snapshot-store.js';
@@ -56,6 +57,8 @@ export interface SnapshotState {
   saving: Promise<void>;
   /** A save waiting its turn that later callers may join (requestSave), or `null`. */
   saveQueued: Promise<void> | null;
+  /** Pin keys loaded at start-up: records the last process handed to the sink, durability unknown (snapshot-landed.ts). */
+  readonly inheritedPins: Set<string>;
 }
 
 /** A table of a resumed initial snapshot, as the first-change rule needs it. */
@@ -76,15 +79,13 @@ export interface FirstChangeState {
   readonly counts: { beforeImages: number; marked: number; withoutImage: number; skippedByChunk: number };
   /** For key comparisons PostgreSQL must make (non-integer keys); opened on first use. */
   client: pg.Client | null;
-  /** Pin keys loaded at start-up: records of the last run whose durability is unknown. */
-  readonly inheritedPins: Set<string>;
 }
 
 export function createSnapshotState(): SnapshotState {
   return {
     store: null, stored: null, progress: null, incremental: null, info: null, requests: { queued: [], handled: [] },
     systemId: null, adHocStarting: false, counts: { rows: 0, events: 0 }, pinned: new Map(), sequence: 0, done: false,
-    begin: null, marks: [], storedMarks: [], saving: Promise.resolve(), saveQueued: null,
+    begin: null, marks: [], storedMarks: [], saving: Promise.resolve(), saveQueued: null, inheritedPins: new Set(),
   };
 }
 
@@ -150,11 +151,24 @@ export const pinKey = (record: SnapshotRecord): string => `${record.table}\u0000
  */
 export async function deliverSnapshotRecords(
   state: SnapshotState,
-  deps: { readonly control: RunControl; readonly handler: Pick<TransactionHandler, 'handleUnit'> },
+  deps: { readonly control: RunControl; readonly handler: Pick<TransactionHandler, 'handleUnit'>; readonly config: Pick<ResolvedConfig, 'name' | 'mappers' | 'destination'> },
   batch: { readonly records: readonly SnapshotRecord[]; readonly lsn: Lsn; readonly systemId: string; readonly progress: SnapshotProgress },
 ): Promise<void> {
-  const { records, lsn, systemId } = batch;
+  const { lsn, systemId } = batch;
+  let records = batch.records;
   if (records.length === 0) return;
+  const inherited = records.filter((record) => state.inheritedPins.has(pinKey(record)) && state.pinned.has(pinKey(record)));
+  if (inherited.length > 0) {
+    // Records the last process handed to the sink: landed ones are not sent again, the others go after the tails.
+    const landed = await recordsLanded(deps.config, systemId, inherited, inherited.map((record) => state.pinned.get(pinKey(record))!));
+    const drop = new Set<SnapshotRecord>();
+    inherited.forEach((record, i) => {
+      state.inheritedPins.delete(pinKey(record));
+      if (landed[i] === 'all') drop.add(record);
+      if (landed[i] !== 'some') state.pinned.delete(pinKey(record)); // 'none': a new position below
+    });
+    records = records.filter((record) => !drop.has(record));
+  }
   const positions = records.map((record) => {
     const key = pinKey(record);
     let position = state.pinned.get(key);

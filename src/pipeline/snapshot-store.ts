@@ -21,7 +21,7 @@
  * - `sequence`: the last snapshot sequence handed out, so positions never repeat across restarts.
  */
 import { BACKWARDS, END, jsonEvent, KurrentDBClient } from '@kurrent/kurrentdb-client';
-import { decodeSnapshotRequest, parseSnapshotProgress, type SnapshotProgress, type SnapshotRequest } from '../source/snapshot/index.js';
+import { decodeSnapshotRequest, isSnapshotFinished, parseSnapshotProgress, type SnapshotProgress, type SnapshotRequest } from '../source/snapshot/index.js';
 import type { Lsn } from '../source/types.js';
 import { readerConnectionString } from '../sink/index.js';
 
@@ -162,7 +162,8 @@ export function createKurrentDBSnapshotStore(connectionString: string, assembler
             }
             const marks: ReadMark[] = [];
             parseMarks(data.marks, marks);
-            if (progress.kind === 'initial') await generationMarks(events, data, marks);
+            // Marks matter only while an initial snapshot is unfinished (a finished one reads nothing more).
+            if (progress.kind === 'initial' && !isSnapshotFinished(progress)) await generationMarks(events, data, marks);
             const sequence = typeof data.sequence === 'number' ? data.sequence : 0;
             return { progress, pinned, requests: parseRequests((data as { requests?: unknown }).requests), marks, sequence };
           } finally {

@@ -8,6 +8,8 @@ import pg from 'pg';
 import type { InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
 
 export const ITEM = 'public.item';
+/** Streams shared by many items (`bucket-<id % BUCKETS>`). */
+export const BUCKETS = 16;
 const BEGINNINGS = new Set(['ItemImported', 'ItemCreated']);
 
 function contract(type: string, description: string, withState: boolean): object {
@@ -46,21 +48,24 @@ export function writeItemConfig(dir: string, options: { name: string; slot: stri
     `import { defineConfig } from '${src('src/config/index.ts')}';
 import { defineMapper } from '${src('src/mapping/index.ts')}';
 const TYPES = { read: 'ItemImported', insert: 'ItemCreated', update: 'ItemChanged', delete: 'ItemDeleted' };
-const items = defineMapper({
-  name: 'items',
+// One stream per item, and the same events again in 16 streams shared by many items.
+const mapper = (name, streamOf) => defineMapper({
+  name,
   tables: { '${ITEM}': { columns: ['id', 'version', 'payload'] } },
   map: (tx) => tx.changes('${ITEM}').map((c) => ({
-    stream: 'item-' + String(c.key.id),
+    stream: streamOf(c.key.id),
     type: TYPES[c.op],
     version: 1,
     data: c.op === 'delete' ? { itemId: c.key.id } : { itemId: c.after.id, version: c.after.version, payload: c.after.payload },
   })),
 });
+const items = mapper('items', (id) => 'item-' + String(id));
+const buckets = mapper('buckets', (id) => 'bucket-' + String(id % ${BUCKETS}));
 export default defineConfig({
   name: '${options.name}',
   source: { connection: process.env.EA_BEGIN_CAPTURE_URL, slot: '${options.slot}', publication: '${options.publication}', statusIntervalMs: 500 },
   destination: { connectionString: process.env.EA_BEGIN_KURRENTDB_URL },
-  mappers: [items],
+  mappers: [items, buckets],
   contracts: { dir: '${contracts}' },
   snapshot: { mode: 'initial', chunkSize: ${options.chunkSize} },
   lifecycle: { drainTimeoutMs: 5000 },
@@ -119,6 +124,8 @@ export interface StreamCounts {
   /** Events whose version is not the previous one + 1 (a change missing or delivered twice), in streams that begin properly. */
   readonly versionBreaks: number;
   readonly duplicateIds: number;
+  /** Items whose events in their shared `bucket-*` stream differ from their own stream's (something dropped or doubled there). */
+  readonly sharedMismatches: number;
   /** Snapshot events (ItemImported) by `snapshot.kind` metadata. */
   readonly importedByKind: Record<string, number>;
   /** Streams whose last state (folded: each event's state replaces the previous, a delete ends it) differs from the table. */
@@ -142,6 +149,7 @@ export async function countItemStreams(kdb: InMemoryKurrentDB, db: { query<T>(te
   const importedByKind: Record<string, number> = {};
   const examples: string[] = [];
   const streams = kdb.streamNames().filter((s) => s.startsWith('item-'));
+  const traces = new Map<number, string>();
   for (const stream of streams) {
     const stored = kdb.readStreamEvents(stream).map((e) => ({
       id: e.id, type: e.type,
@@ -150,6 +158,7 @@ export async function countItemStreams(kdb: InMemoryKurrentDB, db: { query<T>(te
     }));
     events += stored.length;
     const trace = () => stored.map((e) => `${e.type}${e.data.version ?? ''}`).join(' ');
+    traces.set(Number(stream.slice('item-'.length)), trace());
     if (!BEGINNINGS.has(stored[0]!.type)) {
       firstNotBeginning += 1;
       if (examples.length < 6) examples.push(`${stream}: ${trace()}`);
@@ -196,5 +205,26 @@ export async function countItemStreams(kdb: InMemoryKurrentDB, db: { query<T>(te
       if (examples.length < 6) examples.push(`item-${id}: no stream`);
     }
   }
-  return { streams: streams.length, events, firstNotBeginning, restated, severalBeginnings, versionBreaks, duplicateIds, importedByKind, stateMismatches, examples };
+  // Shared streams: each item's events there, in order, must be exactly those of its own stream.
+  const shared = new Map<number, string[]>();
+  for (const stream of kdb.streamNames().filter((s) => s.startsWith('bucket-'))) {
+    for (const e of kdb.readStreamEvents(stream)) {
+      if (ids.has(e.id)) duplicateIds += 1;
+      ids.add(e.id);
+      const data = JSON.parse(decoder.decode(e.data)) as { itemId: number; version?: number };
+      let list = shared.get(data.itemId);
+      if (!list) shared.set(data.itemId, (list = []));
+      list.push(`${e.type}${data.version ?? ''}`);
+    }
+  }
+  let sharedMismatches = 0;
+  for (const [id, trace] of traces) {
+    const there = (shared.get(id) ?? []).join(' ');
+    if (there !== trace) {
+      sharedMismatches += 1;
+      if (examples.length < 6) examples.push(`bucket of item-${id}: ${there} (own stream: ${trace})`);
+    }
+  }
+  if (shared.size !== traces.size) sharedMismatches += Math.abs(shared.size - traces.size);
+  return { streams: streams.length, events, firstNotBeginning, restated, severalBeginnings, versionBreaks, duplicateIds, sharedMismatches, importedByKind, stateMismatches, examples };
 }
