@@ -14,13 +14,12 @@
  * would have given: the row at the consistent point, then every change.
  *
  * "Read" means: the table is done; or the key lies at or before the table's `lastKey` (read at
- * the exported snapshot or by a durable chunk); or the key is marked. A key whose record is still
- * pinned (handed to the sink, durability unknown — e.g. the batch in flight when the process was
- * killed) gets its record again at the pinned position: the sink's receipt drops it if it landed.
+ * the exported snapshot or by a durable chunk); or the key is marked. A row whose record the
+ * killed process left in flight (pinned) is checked by event id first (snapshot-landed.ts).
  *
- * Crash safety: marks made by a transaction are saved with the progress record (snapshot-store.ts)
- * before the transaction is handed on, so the slot is never acknowledged past a transaction whose
- * marks could be lost; a restart loads every mark of the generation.
+ * Crash safety: the transaction is acknowledged only once its before-image records are durable
+ * and its marks saved with the progress record (snapshot-store.ts) — a gate on its checkpoint
+ * entry, so the line goes on meanwhile; a restart loads every mark of the generation.
  */
 import pg from 'pg';
 import { canonicalKey } from '../mapping/index.js';
