@@ -47,6 +47,10 @@ function integer(value: string | undefined): number | null {
   return value !== undefined && /^\d+$/.test(value) ? Number(value) : null;
 }
 
+function snapshotKind(value: string | undefined): { kind?: 'initial' | 'incremental' | 'ad_hoc' } {
+  return value === 'initial' || value === 'incremental' || value === 'ad_hoc' ? { kind: value } : {};
+}
+
 function sourceOf(m: Record<string, string>): EventSource {
   if (m['origin'] === 'snapshot' && m['snapshot.generation'] !== undefined) {
     const lsn = m['receipt.lsn'];
@@ -56,6 +60,7 @@ function sourceOf(m: Record<string, string>): EventSource {
       lsn: lsn !== undefined && isLsn(lsn) ? lsn : null,
       sequence: integer(m['receipt.sequence']),
       systemId: m['receipt.source'] ?? null,
+      ...snapshotKind(m['snapshot.kind']),
     };
   }
   const checkpoint = m['source.checkpoint'];

@@ -42,6 +42,11 @@ export type EventSource =
       readonly sequence: number | null;
       /** `receipt.source`, when the assembler knew it. */
       readonly systemId: string | null;
+      /**
+       * `snapshot.kind`: `initial` (the generation that begins the entity streams), `ad_hoc` (a
+       * deliberate re-reading: it re-states current state); absent when the assembler did not say.
+       */
+      readonly kind?: 'initial' | 'incremental' | 'ad_hoc';
     }
   /** Not written by the assembler (or metadata it does not recognise). */
   | { readonly origin: 'unknown' };

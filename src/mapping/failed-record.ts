@@ -64,6 +64,7 @@ const CARRIED_KEYS = [
   'source.commitTime',
   'origin',
   'snapshot.generation',
+  'snapshot.kind',
   'source.tables',
   'source.operations',
   '$correlationId',

@@ -21,6 +21,7 @@ export const STANDARD_METADATA_KEYS = [
   'source.commitTime',
   'origin',
   'snapshot.generation',
+  'snapshot.kind',
   'source.tables',
   'source.operations',
   'entity.type',
@@ -71,6 +72,7 @@ export function sourceMetadata(unit: SourceUnit, visible: readonly { readonly ta
   } else {
     metadata['origin'] = 'snapshot';
     metadata['snapshot.generation'] = unit.snapshotGeneration;
+    if (unit.snapshotKind !== undefined) metadata['snapshot.kind'] = unit.snapshotKind;
   }
   metadata['source.tables'] = distinctSorted(visible, 'table');
   metadata['source.operations'] = distinctSorted(visible, 'op');

@@ -6,7 +6,7 @@
  */
 import { EventAssemblerError } from '../errors.js';
 import { createSlotWithSnapshot, isSnapshotFinished, newSnapshotProgress, readInitialSnapshot, updateTable, type SnapshotDecision } from '../source/snapshot/index.js';
-import { deliverSnapshotRecords, saveSnapshotProgress, type SnapshotDeps } from './snapshot-state.js';
+import { deliverSnapshotRecords, saveSnapshotProgress, unpinRecords, type SnapshotDeps } from './snapshot-state.js';
 import { dropSlot, identifySystem, slotState } from './source-queries.js';
 
 /** Creates the slot with an exported snapshot, reads every captured table at it and makes the records durable. */
@@ -24,6 +24,7 @@ export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: Snap
     const tables = config.source.tables.map((t) => t.table);
     let progress = newSnapshotProgress({ generation, kind: 'initial', mode: config.snapshot.mode, tables, reason: decision.reason, slot: exported.slot, consistentPoint: exported.consistentPoint });
     state.pinned.clear();
+    state.inheritedPins.clear();
     await saveSnapshotProgress(state, progress);
     state.info = { ...state.info!, consistentPoint: exported.consistentPoint };
     log.info('snapshot: slot created with an exported snapshot; reading captured tables', { slot: exported.slot, consistentPoint: exported.consistentPoint, generation, tables, parallelism: config.snapshot.parallelism });
@@ -42,6 +43,7 @@ export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: Snap
         chunksDone: entry.chunksDone + (batch.records.length > 0 ? 1 : 0),
       });
       await saveSnapshotProgress(state, progress);
+      unpinRecords(state, batch.records);
       if (batch.tableDone) log.info('snapshot: table done', { table: batch.table, rows: batch.rowsDone, generation });
     }
     if (isSnapshotFinished(progress)) {

@@ -24,6 +24,7 @@ import { createRunControl, errorInfo, StopBeforeStart, type RunControl } from '.
 import { nameSchemaChangeMappers } from './schema-halt.js';
 import { runTransactionLoop } from './run-loop.js';
 import type { RunStats } from './run-stats.js';
+import { closeFirstChanges, prepareFirstChanges } from './snapshot-first-change.js';
 import { startSnapshots } from './snapshot-start.js';
 import { startIncremental, startNextRequest } from './snapshot-requests.js';
 import { createSnapshotState, type SnapshotDeps } from './snapshot-state.js';
@@ -272,7 +273,11 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
     state = 'running';
     logStarted(config, log, { mode, snapshotAction: snapshots.info?.action ?? null, last, slotConfirmed, startLsn, checked: Boolean(report) });
     logFailoverState(config, log);
-    if (resumeFrom) startIncremental(snapshotDeps, resumeFrom, true);
+    if (resumeFrom) {
+      // Ready before the first transaction is routed: the first-change rule must see every one.
+      snapshots.begin = await prepareFirstChanges(snapshotDeps, resumeFrom);
+      startIncremental(snapshotDeps, resumeFrom, true);
+    }
     else if (snapshots.requests.queued.length > 0) {
       // Requests queued behind a snapshot that finished just before the last stop.
       snapshots.systemId ??= (await identifySystem(config.source.connection)).systemId;
@@ -299,6 +304,8 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
     // The slot lost: no drain — appends of this stale state would race the new leader's; it re-sends them.
     if (!lostSlot) await drain(appender, checkpoints, control, log, config.lifecycle.drainTimeoutMs);
     await snapshots.incremental?.close().catch(() => undefined);
+    await closeFirstChanges(snapshots.begin);
+    snapshots.begin = null;
     await source?.close().catch(() => undefined);
     await Promise.allSettled([appendSink?.close(), checkpointSink?.close(), snapshots.store?.close()]);
     await leaderLock?.release();

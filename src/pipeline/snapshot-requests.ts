@@ -11,6 +11,7 @@ import {
   type SnapshotProgress, type SnapshotRequest,
 } from '../source/snapshot/index.js';
 import type { Change, Lsn, MessageChange } from '../source/types.js';
+import { closeFirstChanges } from './snapshot-first-change.js';
 import { saveSnapshotProgress, type SnapshotDeps } from './snapshot-state.js';
 import { HANDLED_REQUESTS_KEPT } from './snapshot-store.js';
 import { withClient } from './source-queries.js';
@@ -36,7 +37,12 @@ export function startIncremental(deps: SnapshotDeps, progress: SnapshotProgress,
       state.done = true;
       state.incremental = null;
       void inc.close();
-      log.info(resumed ? 'snapshot: complete (resumed)' : 'snapshot: complete', { generation: final.generation, kind: final.kind, rows: state.counts.rows, events: state.counts.events });
+      const begin = state.begin;
+      state.begin = null;
+      void closeFirstChanges(begin);
+      log.info(resumed ? 'snapshot: complete (resumed)' : 'snapshot: complete', {
+        generation: final.generation, kind: final.kind, rows: state.counts.rows, events: state.counts.events, ...(begin ? { firstChanges: begin.counts } : {}),
+      });
       if (state.info?.stopAfter) {
         deps.snapshotDone();
         return;
@@ -95,6 +101,7 @@ async function startAdHoc(deps: SnapshotDeps, request: SnapshotRequest, lsn: Lsn
       request: { id: request.id, lsn },
     });
     state.pinned.clear();
+    state.inheritedPins.clear();
     await saveSnapshotProgress(state, progress);
     state.done = false;
     state.info = { action: 'ad-hoc-snapshot', code: 'SNAPSHOT_REQUESTED', reason: progress.reason, generation: progress.generation, consistentPoint: null, stopAfter: false };

@@ -22,6 +22,11 @@ async function loadAndDecide(deps: SnapshotDeps, storedLsn: Lsn | null): Promise
   state.progress = stored?.progress ?? null;
   state.requests = stored?.requests ?? { queued: [], handled: [] };
   for (const [k, v] of stored?.pinned ?? []) state.pinned.set(k, v);
+  state.storedMarks = stored?.marks ?? [];
+  state.inheritedPins.clear();
+  for (const key of state.pinned.keys()) state.inheritedPins.add(key);
+  // Positions handed out before the restart are never handed out again (same LSN, same generation).
+  state.sequence = Math.max(state.sequence, stored?.sequence ?? 0, ...[...state.pinned.values()].map((p) => p.sequence));
   const slot = await slotState(config.source.connection, config.source.slot);
   return decideStart({ mode: config.snapshot.mode, storedLsn, slot, slotName: config.source.slot, progress: stored?.progress ?? null });
 }

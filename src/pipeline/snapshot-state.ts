@@ -7,12 +7,14 @@
 import type { ResolvedConfig } from '../config/schema.js';
 import { canonicalKey } from '../mapping/index.js';
 import type { AppendOutcome } from '../sink/index.js';
-import { isSnapshotFinished, type IncrementalSnapshot, type SnapshotDecision, type SnapshotProgress } from '../source/snapshot/index.js';
-import type { Lsn, SnapshotRecord } from '../source/types.js';
+import type pg from 'pg';
+import { isSnapshotFinished, type IncrementalSnapshot, type SnapshotDecision, type ReadKeySet, type SnapshotProgress, type SnapshotTable } from '../source/snapshot/index.js';
+import type { Lsn, QualifiedTable, SnapshotRecord } from '../source/types.js';
 import type { CheckpointWriter } from './checkpoint-writer.js';
+import { recordsLanded } from './snapshot-landed.js';
 import type { Logger } from './logger.js';
 import type { RunControl } from './run-control.js';
-import type { PinnedPosition, PipelineSnapshotStore, SnapshotRequestState, StoredSnapshotState } from './snapshot-store.js';
+import type { PinnedPosition, PipelineSnapshotStore, ReadMark, SnapshotRequestState, StoredSnapshotState } from './snapshot-store.js';
 import type { TransactionHandler } from './transaction-handler.js';
 import type { SnapshotSummary } from './types.js';
 
@@ -45,18 +47,86 @@ export interface SnapshotState {
   readonly pinned: Map<string, PinnedPosition>;
   sequence: number;
   done: boolean;
+  /** A resumed initial snapshot keeping "streams begin at their beginning" (snapshot-first-change.ts); `null` otherwise. */
+  begin: FirstChangeState | null;
+  /** Keys marked read since the last save (saved with the next progress record). */
+  marks: ReadMark[];
+  /** Marks loaded at start-up (every save of the stored generation). */
+  storedMarks: readonly ReadMark[];
+  /** Saves run one after another (the last record is the current one, so they must land in order). */
+  saving: Promise<void>;
+  /** A save waiting its turn that later callers may join (requestSave), or `null`. */
+  saveQueued: Promise<void> | null;
+  /** Pin keys loaded at start-up: records the last process handed to the sink, durability unknown (snapshot-landed.ts). */
+  readonly inheritedPins: Set<string>;
+}
+
+/** A table of a resumed initial snapshot, as the first-change rule needs it. */
+export interface ResumedTable {
+  readonly describe: SnapshotTable;
+  /** `pg_class.relreplident`: `f` (full), `d` (default), `i` (index), `n` (nothing). */
+  readonly replicaIdentity: string;
+  /** Every column some mapper allowlists for the table, sorted. */
+  readonly mapped: readonly string[];
+  /** Before-images hold every mapped column: REPLICA IDENTITY FULL, or every mapped column in the key. */
+  readonly beforeImages: boolean;
+}
+
+export interface FirstChangeState {
+  readonly generation: string;
+  readonly tables: ReadonlyMap<QualifiedTable, ResumedTable>;
+  readonly readKeys: ReadKeySet;
+  readonly counts: { beforeImages: number; marked: number; withoutImage: number; skippedByChunk: number };
+  /** For key comparisons PostgreSQL must make (non-integer keys); opened on first use. */
+  client: pg.Client | null;
 }
 
 export function createSnapshotState(): SnapshotState {
   return {
     store: null, stored: null, progress: null, incremental: null, info: null, requests: { queued: [], handled: [] },
     systemId: null, adHocStarting: false, counts: { rows: 0, events: 0 }, pinned: new Map(), sequence: 0, done: false,
+    begin: null, marks: [], storedMarks: [], saving: Promise.resolve(), saveQueued: null, inheritedPins: new Set(),
   };
 }
 
-export async function saveSnapshotProgress(state: SnapshotState, progress: SnapshotProgress): Promise<void> {
-  await state.store!.save(progress, state.pinned, state.requests);
+/** Marks per saved record at most (a record stays far below the max append size). */
+const MARKS_PER_SAVE = 5_000;
+
+async function saveNow(state: SnapshotState, progress: SnapshotProgress): Promise<void> {
+  do {
+    const marks = state.marks.slice(0, MARKS_PER_SAVE);
+    state.marks = state.marks.slice(marks.length);
+    try {
+      await state.store!.save(progress, state.pinned, state.requests, { marks, sequence: state.sequence });
+    } catch (error) {
+      state.marks = [...marks, ...state.marks];
+      throw error;
+    }
+  } while (state.marks.length > 0);
   state.progress = progress;
+}
+
+/** Saves `progress` (with the pins, requests and marks of this moment) after every save asked for before. */
+export function saveSnapshotProgress(state: SnapshotState, progress: SnapshotProgress): Promise<void> {
+  const run = state.saving.then(() => saveNow(state, progress));
+  state.saving = run.catch(() => undefined);
+  return run;
+}
+
+/**
+ * A save of the current progress that includes everything marked or pinned so far: joins a save
+ * still waiting its turn, or queues one (group commit — one append carries the marks of many
+ * transactions while the previous save is under way).
+ */
+export function requestSave(state: SnapshotState, progress: () => SnapshotProgress): Promise<void> {
+  if (state.saveQueued) return state.saveQueued;
+  const queued = state.saving.then(() => {
+    state.saveQueued = null;
+    return saveNow(state, progress());
+  });
+  state.saveQueued = queued;
+  state.saving = queued.catch(() => undefined);
+  return queued;
 }
 
 export function snapshotSummary(state: SnapshotState): SnapshotSummary | null {
@@ -70,21 +140,35 @@ export function snapshotSummary(state: SnapshotState): SnapshotSummary | null {
   };
 }
 
-const pinKey = (record: SnapshotRecord): string => `${record.table}\u0000${canonicalKey(record.change.key)}`;
+export const pinKey = (record: SnapshotRecord): string => `${record.table}\u0000${canonicalKey(record.change.key)}`;
 
 /**
  * Hands snapshot records to the sink (map → validate → lanes, bounded by the lanes' in-flight
  * limit) and resolves when all are durable. Before the first append their positions are
  * recorded with the progress, so a record read again after a crash keeps its position and
- * the sink's receipt recognises it (DESIGN invariant 3). Progress itself is saved by the caller.
+ * the sink's receipt recognises it (DESIGN invariant 3). Progress itself is saved by the caller,
+ * which then calls {@link unpinRecords}.
  */
 export async function deliverSnapshotRecords(
   state: SnapshotState,
-  deps: { readonly control: RunControl; readonly handler: Pick<TransactionHandler, 'handleUnit'> },
+  deps: { readonly control: RunControl; readonly handler: Pick<TransactionHandler, 'handleUnit'>; readonly config: Pick<ResolvedConfig, 'name' | 'mappers' | 'destination'> },
   batch: { readonly records: readonly SnapshotRecord[]; readonly lsn: Lsn; readonly systemId: string; readonly progress: SnapshotProgress },
 ): Promise<void> {
-  const { records, lsn, systemId } = batch;
+  const { lsn, systemId } = batch;
+  let records = batch.records;
   if (records.length === 0) return;
+  const inherited = records.filter((record) => state.inheritedPins.has(pinKey(record)) && state.pinned.has(pinKey(record)));
+  if (inherited.length > 0) {
+    // Records the last process handed to the sink: landed ones are not sent again, the others go after the tails.
+    const landed = await recordsLanded(deps.config, systemId, inherited, inherited.map((record) => state.pinned.get(pinKey(record))!));
+    const drop = new Set<SnapshotRecord>();
+    inherited.forEach((record, i) => {
+      state.inheritedPins.delete(pinKey(record));
+      if (landed[i] === 'all') drop.add(record);
+      if (landed[i] !== 'some') state.pinned.delete(pinKey(record)); // 'none': a new position below
+    });
+    records = records.filter((record) => !drop.has(record));
+  }
   const positions = records.map((record) => {
     const key = pinKey(record);
     let position = state.pinned.get(key);
@@ -95,13 +179,36 @@ export async function deliverSnapshotRecords(
     return position;
   });
   await saveSnapshotProgress(state, batch.progress);
+  await (await queueSnapshotRecords(state, deps, { records, positions, systemId, kind: batch.progress.kind, unpin: false })).durable;
+}
+
+/**
+ * Drops the pins of delivered records once the progress covering them is saved (not before: a
+ * save in between without them and without that progress would let a restart read them again at
+ * new positions — appended a second time).
+ */
+export function unpinRecords(state: SnapshotState, records: readonly SnapshotRecord[]): void {
+  for (const record of records) state.pinned.delete(pinKey(record));
+}
+
+/**
+ * Queues snapshot records at the given positions (map → validate → lanes, bounded by the lanes'
+ * in-flight limit). Resolves, once queued, with their durability (wrapped: not awaited here);
+ * with `unpin`, their pins are dropped once they are durable (the next save forgets them).
+ */
+export async function queueSnapshotRecords(
+  state: SnapshotState,
+  deps: { readonly control: RunControl; readonly handler: Pick<TransactionHandler, 'handleUnit'> },
+  batch: { readonly records: readonly SnapshotRecord[]; readonly positions: readonly PinnedPosition[]; readonly systemId: string; readonly kind: SnapshotProgress['kind']; readonly unpin: boolean },
+): Promise<{ readonly durable: Promise<void> }> {
+  const { records, positions, systemId } = batch;
   const durables: Promise<AppendOutcome>[] = [];
   for (let i = 0; i < records.length; i++) {
     const record = records[i]!;
     const position = positions[i]!;
     if (deps.control.stopRequested && deps.control.fatal) throw deps.control.fatal;
     const queued = await deps.handler.handleUnit(
-      record,
+      record.snapshotKind ? record : { ...record, snapshotKind: batch.kind },
       { kind: 'snapshot', systemId, snapshotGeneration: record.snapshotGeneration, lsn: position.lsn, sequence: position.sequence, table: record.table, key: canonicalKey(record.change.key) },
       systemId,
     );
@@ -115,8 +222,10 @@ export async function deliverSnapshotRecords(
     }
   }
   state.counts.rows += records.length;
-  await Promise.all(durables);
-  for (const record of records) state.pinned.delete(pinKey(record));
+  const durable = Promise.all(durables).then(() => {
+    if (batch.unpin) unpinRecords(state, records);
+  });
+  return { durable };
 }
 
 /** What the snapshot steps need from the run. */

@@ -13,10 +13,15 @@
  *   `queued` ones wait for the running snapshot to finish, `handled` lists the ids of the last
  *   requests taken (started, queued or refused), so one the slot re-sends after a restart is not
  *   taken twice. Saved BEFORE the request's transaction may be acknowledged, so a request is
- *   never lost: either the slot re-sends it or this record has it.
+ *   never lost: either the slot re-sends it or this record has it;
+ * - `marks` (a resumed initial snapshot only): keys marked read since the previous save — rows
+ *   whose before-image record was emitted, rows inserted after the consistent point. Saved BEFORE
+ *   the transaction that made them may be acknowledged; a load gathers the marks of every save of
+ *   the generation (snapshot-first-change.ts, docs/snapshots.md);
+ * - `sequence`: the last snapshot sequence handed out, so positions never repeat across restarts.
  */
 import { BACKWARDS, END, jsonEvent, KurrentDBClient } from '@kurrent/kurrentdb-client';
-import { decodeSnapshotRequest, parseSnapshotProgress, type SnapshotProgress, type SnapshotRequest } from '../source/snapshot/index.js';
+import { decodeSnapshotRequest, isSnapshotFinished, parseSnapshotProgress, type SnapshotProgress, type SnapshotRequest } from '../source/snapshot/index.js';
 import type { Lsn } from '../source/types.js';
 import { readerConnectionString } from '../sink/index.js';
 
@@ -42,17 +47,54 @@ export interface SnapshotRequestState {
 
 export const HANDLED_REQUESTS_KEPT = 1000;
 
+/** A key a resumed initial snapshot marked read (`[table, keyString]`, see snapshot-first-change.ts). */
+export type ReadMark = readonly [table: string, key: string];
+
+/** What a save adds besides the current record: marks made since the last save, the last sequence used. */
+export interface SnapshotSaveExtras {
+  readonly marks?: readonly ReadMark[];
+  readonly sequence?: number;
+}
+
 export interface StoredSnapshotState {
   readonly progress: SnapshotProgress;
   /** Key: `<table>\u0000<canonical key>`. */
   readonly pinned: ReadonlyMap<string, PinnedPosition>;
   readonly requests: SnapshotRequestState;
+  /** Every mark saved for this generation (the deltas of all its saves). */
+  readonly marks: readonly ReadMark[];
+  /** The highest snapshot sequence saved (0: none), so positions stay unique across restarts. */
+  readonly sequence: number;
 }
 
 export interface PipelineSnapshotStore {
   load(): Promise<StoredSnapshotState | null>;
-  save(progress: SnapshotProgress, pinned: ReadonlyMap<string, PinnedPosition>, requests?: SnapshotRequestState): Promise<void>;
+  save(progress: SnapshotProgress, pinned: ReadonlyMap<string, PinnedPosition>, requests?: SnapshotRequestState, extras?: SnapshotSaveExtras): Promise<void>;
   close(): Promise<void>;
+}
+
+function parseMarks(value: unknown, out: ReadMark[]): void {
+  if (!Array.isArray(value)) return;
+  for (const entry of value as unknown[]) {
+    if (Array.isArray(entry) && entry.length === 2 && typeof entry[0] === 'string' && typeof entry[1] === 'string') out.push([entry[0], entry[1]]);
+  }
+}
+
+type StoredEvent = { progress?: { generation?: unknown; startedAt?: unknown }; pinned?: unknown; marks?: unknown; sequence?: unknown };
+
+/**
+ * The marks of the generation the last record belongs to: each save carries only the marks made
+ * since the one before, so the stream is read backwards until a record of another generation (or
+ * of an earlier start of it: `startedAt` differs).
+ */
+async function generationMarks(events: AsyncIterator<{ event?: { data?: unknown } }>, last: StoredEvent, marks: ReadMark[]): Promise<void> {
+  for (;;) {
+    const next = await events.next();
+    if (next.done) return;
+    const data = next.value.event?.data as StoredEvent | undefined;
+    if (!data || data.progress?.generation !== last.progress?.generation || data.progress?.startedAt !== last.progress?.startedAt) return;
+    parseMarks(data.marks, marks);
+  }
 }
 
 function parseRequests(value: unknown): SnapshotRequestState {
@@ -105,8 +147,11 @@ export function createKurrentDBSnapshotStore(connectionString: string, assembler
     async load() {
       try {
         return await retry(async () => {
-          for await (const resolved of client.readStream(stream, { direction: BACKWARDS, fromRevision: END, maxCount: 1 })) {
-            const data = resolved.event?.data as { progress?: unknown; pinned?: unknown } | undefined;
+          const events = client.readStream(stream, { direction: BACKWARDS, fromRevision: END })[Symbol.asyncIterator]();
+          try {
+            const first = await events.next();
+            if (first.done) return null;
+            const data = first.value.event?.data as StoredEvent | undefined;
             if (!data) return null;
             const progress = parseSnapshotProgress(data.progress);
             const pinned = new Map<string, PinnedPosition>();
@@ -115,22 +160,32 @@ export function createKurrentDBSnapshotStore(connectionString: string, assembler
               const [table, key, lsn, sequence] = entry as [unknown, unknown, unknown, unknown];
               if (typeof table === 'string' && typeof key === 'string' && typeof lsn === 'string' && typeof sequence === 'number') pinned.set(`${table}\u0000${key}`, { lsn, sequence });
             }
-            return { progress, pinned, requests: parseRequests((data as { requests?: unknown }).requests) };
+            const marks: ReadMark[] = [];
+            parseMarks(data.marks, marks);
+            // Marks matter only while an initial snapshot is unfinished (a finished one reads nothing more).
+            if (progress.kind === 'initial' && !isSnapshotFinished(progress)) await generationMarks(events, data, marks);
+            const sequence = typeof data.sequence === 'number' ? data.sequence : 0;
+            return { progress, pinned, requests: parseRequests((data as { requests?: unknown }).requests), marks, sequence };
+          } finally {
+            await events.return?.();
           }
-          return null;
         });
       } catch (error) {
         if ((error as { type?: unknown }).type === 'stream-not-found') return null;
         throw error;
       }
     },
-    async save(progress, pinned, requests = { queued: [], handled: [] }) {
+    async save(progress, pinned, requests = { queued: [], handled: [] }, extras = {}) {
       const entries = [...pinned].map(([k, p]) => {
         const i = k.indexOf('\u0000');
         return [k.slice(0, i), k.slice(i + 1), p.lsn, p.sequence];
       });
       // Expected `any`: one assembler owns the stream; a retried save appends the same record again (harmless, the last one counts).
-      await retry(() => client.appendToStream(stream, jsonEvent({ type: SNAPSHOT_PROGRESS_EVENT_TYPE, data: { assembler, progress, pinned: entries, requests: { queued: requests.queued, handled: requests.handled.slice(-HANDLED_REQUESTS_KEPT) } } as never })));
+      await retry(() => client.appendToStream(stream, jsonEvent({ type: SNAPSHOT_PROGRESS_EVENT_TYPE, data: {
+        assembler, progress, pinned: entries, requests: { queued: requests.queued, handled: requests.handled.slice(-HANDLED_REQUESTS_KEPT) },
+        ...(extras.marks && extras.marks.length > 0 ? { marks: extras.marks } : {}),
+        ...(extras.sequence ? { sequence: extras.sequence } : {}),
+      } as never })));
     },
     async close() {
       await client.dispose().catch(() => undefined);

@@ -40,10 +40,14 @@ export interface TransactionHandlerDeps {
 export interface TransactionHandler {
   /** Maps, validates and queues one unit; gives its durability (`null`: nothing to append). */
   handleUnit(unit: SourceUnit, position: SinkPosition, sourceIdentity: string): Queued | null | Promise<Queued | null>;
-  /** A committed transaction (changes in memory, or read from its spill file when not given). */
-  handleTransaction(tx: CommittedTransaction, materialized?: Change[]): Promise<void> | undefined;
+  /**
+   * A committed transaction (changes in memory, or read from its spill file when not given).
+   * `gate`: what must also be durable before it may be acknowledged (a resumed snapshot's
+   * before-image records and marks, snapshot-first-change.ts).
+   */
+  handleTransaction(tx: CommittedTransaction, materialized?: Change[], gate?: Promise<void> | null): Promise<void> | undefined;
   /** A large transaction, mapped from its change sequence (which must stay readable until this resolves). */
-  handleLargeTransaction(tx: CommittedTransaction, sequence: ChangeSequence): Promise<void>;
+  handleLargeTransaction(tx: CommittedTransaction, sequence: ChangeSequence, gate?: Promise<void> | null): Promise<void>;
   /**
    * A heartbeat transaction: nothing to map or append; registered so its position is
    * acknowledged in order (counted in `stats.heartbeats`, not as a received transaction).
@@ -153,7 +157,7 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
   }
 
   /** Registers the transaction with the checkpoint coordinator and queues its unit; synchronous when queueing is. */
-  function registerAndQueue(tx: CommittedTransaction, unit: SourceTransaction, queueUnit: QueueUnit): Promise<void> | undefined {
+  function registerAndQueue(tx: CommittedTransaction, unit: SourceTransaction, queueUnit: QueueUnit, gate?: Promise<void> | null): Promise<void> | undefined {
     counts.received += 1;
     const { checkpoint, systemId } = tx.position;
     const seq = coordinator.received(tx.endLsn, { tx: null, commitLsn: tx.commitLsn, xid: tx.xid, checkpoint, systemId, commitTime: tx.commitTime });
@@ -166,19 +170,29 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
     }
     if (queued instanceof Promise) {
       return queued.then(
-        (q) => afterQueued(tx, seq, q),
+        (q) => afterQueued(tx, seq, q, gate),
         (error: unknown) => {
           coordinator.fail(seq);
           throw error;
         },
       );
     }
-    afterQueued(tx, seq, queued);
+    afterQueued(tx, seq, queued, gate);
     return undefined;
   }
 
   /** A transaction is queued (or had nothing to append): acknowledge it once it and all before it are durable. */
-  function afterQueued(tx: CommittedTransaction, seq: number, queued: Queued | null): void {
+  function afterQueued(tx: CommittedTransaction, seq: number, queued: Queued | null, gate?: Promise<void> | null): void {
+    if (gate) {
+      gate.then(
+        () => afterQueued(tx, seq, queued),
+        (error: unknown) => {
+          coordinator.fail(seq);
+          control.fail(error);
+        },
+      );
+      return;
+    }
     const done = (): void => {
       const advanced = coordinator.complete(seq);
       if (advanced) deps.checkpoints.advance({ ...advanced.payload, endLsn: advanced.endLsn });
@@ -201,10 +215,10 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
     );
   }
 
-  function handleTransaction(tx: CommittedTransaction, materialized?: Change[]): Promise<void> | undefined {
+  function handleTransaction(tx: CommittedTransaction, materialized?: Change[], gate?: Promise<void> | null): Promise<void> | undefined {
     const changes = materialized ?? readChangesNow(tx);
-    if (changes === null) return readChanges(tx).then((read) => handleTransaction(tx, read));
-    return registerAndQueue(tx, withChanges(tx, changes), handleUnit);
+    if (changes === null) return readChanges(tx).then((read) => handleTransaction(tx, read, gate));
+    return registerAndQueue(tx, withChanges(tx, changes), handleUnit, gate);
   }
 
   return {
@@ -218,8 +232,8 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
       if (advanced) deps.checkpoints.advance({ ...advanced.payload, endLsn: advanced.endLsn });
       return undefined;
     },
-    async handleLargeTransaction(tx, sequence) {
-      await registerAndQueue(tx, withChanges(tx, sequence), large.mapLarge);
+    async handleLargeTransaction(tx, sequence, gate) {
+      await registerAndQueue(tx, withChanges(tx, sequence), large.mapLarge, gate);
     },
   };
 }

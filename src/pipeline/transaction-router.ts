@@ -10,8 +10,9 @@ import { isHeartbeatOnly } from '../source/heartbeat.js';
 import type { IncrementalSnapshot } from '../source/snapshot/index.js';
 import type { Change, ChangeSequence, SnapshotRecord } from '../source/types.js';
 import { isLargeTransaction } from './slices.js';
+import { applyFirstChanges, skipMarked, tableFinished } from './snapshot-first-change.js';
 import { hasSnapshotRequest, takeSnapshotRequests } from './snapshot-requests.js';
-import { deliverSnapshotRecords, type SnapshotDeps } from './snapshot-state.js';
+import { deliverSnapshotRecords, unpinRecords, type SnapshotDeps } from './snapshot-state.js';
 
 /** One transaction from the source, whichever way it has to go; `undefined` when it was handled synchronously. */
 export function routeTransaction(deps: SnapshotDeps, tx: CommittedTransaction): Promise<void> | undefined {
@@ -58,18 +59,25 @@ async function handleWithWindow(deps: SnapshotDeps, tx: CommittedTransaction, in
   try {
     const changes: ChangeSequence = large ? tx.sequence() : await readChanges(tx);
     if (!large || tx.messageCount > 0) await takeSnapshotRequests(deps, tx, changes);
+    // A resumed initial snapshot: before-image records of first changes queued ahead of the
+    // transaction; it is acknowledged only once they are durable and its marks saved.
+    const gate = deps.state.begin ? (await applyFirstChanges(deps, tx, changes, systemId))?.until ?? null : null;
+    gate?.catch(() => undefined); // its failure is handled where the transaction waits for it
     let records: SnapshotRecord[] = [];
     for (const output of inc.window.accept({ xid: tx.xid }, changes)) {
       if (output.kind === 'transaction') {
-        if (large) await deps.handler.handleLargeTransaction(tx, changes);
-        else if (isHeartbeat(tx, changes as Change[])) deps.handler.handleHeartbeat(tx);
-        else await deps.handler.handleTransaction(tx, changes as Change[]);
+        if (large) await deps.handler.handleLargeTransaction(tx, changes, gate);
+        else if (!gate && isHeartbeat(tx, changes as Change[])) deps.handler.handleHeartbeat(tx);
+        else await deps.handler.handleTransaction(tx, changes as Change[], gate);
       }
       else if (output.kind === 'snapshot') records.push(output.record);
       else {
-        await deliverSnapshotRecords(deps.state, deps, { records, lsn: tx.commitLsn, systemId, progress: inc.progress() });
+        const delivered = skipMarked(deps, records);
+        await deliverSnapshotRecords(deps.state, deps, { records: delivered, lsn: tx.commitLsn, systemId, progress: inc.progress() });
         records = [];
         await inc.chunkDurable(output.chunk);
+        unpinRecords(deps.state, delivered);
+        if (inc.progress().tables.find((t) => t.table === output.chunk.table)?.status === 'done') tableFinished(deps, output.chunk.table);
       }
     }
   } finally {

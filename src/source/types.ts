@@ -179,6 +179,12 @@ export interface SourceTransaction {
 export interface SnapshotRecord {
   readonly kind: 'snapshot';
   readonly snapshotGeneration: string;
+  /**
+   * What the generation is (event metadata `snapshot.kind`): `initial` (the first reading of the
+   * tables — it begins the entity streams), `ad_hoc` (a deliberate re-reading: its records re-state
+   * current state on purpose). Set by the pipeline; absent for records made outside it.
+   */
+  readonly snapshotKind?: 'initial' | 'incremental' | 'ad_hoc';
   readonly table: QualifiedTable;
   readonly change: ReadChange;
 }

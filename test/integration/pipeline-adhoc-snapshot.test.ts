@@ -118,6 +118,8 @@ describe('ad hoc snapshots requested with `event-assembler snapshot`', () => {
     await w.pay('ai00003', 'apay3');
     await rig.until(() => expect(rig.events('invoice-ai00003').at(-1)?.type).toBe('InvoicePaid'));
     expect(rig.events('invoice-live1').map((e) => e.type)).toEqual(['InvoiceDrafted', 'InvoiceImported']);
+    // An ad hoc generation re-states current state on purpose, and says so.
+    expect(rig.events('invoice-live1').at(-1)?.metadata).toMatchObject({ origin: 'snapshot', 'snapshot.generation': '1', 'snapshot.kind': 'ad_hoc' });
 
     // A second request is the next generation.
     const again = cli(rig, ['snapshot', '--config', file, '--tables', 'public.invoice', '--wait', '--timeout', '60']);

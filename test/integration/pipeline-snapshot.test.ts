@@ -99,7 +99,7 @@ describe("snapshot.mode 'initial' in the running pipeline", () => {
     expect(rig.events('invoice-ai3').map((e) => e.type)).toEqual(['InvoiceImported']);
     const imported = rig.events('invoice-ai3')[0]!;
     expect(imported.data).toMatchObject({ invoiceId: 'ai3', customerId: 'a2', status: 'paid', currency: 'EUR' });
-    expect(imported.metadata).toMatchObject({ origin: 'snapshot', 'snapshot.generation': '1', 'receipt.kind': 'snapshot', 'receipt.lsn': consistentPoint, 'receipt.generation': '1' });
+    expect(imported.metadata).toMatchObject({ origin: 'snapshot', 'snapshot.generation': '1', 'snapshot.kind': 'initial', 'receipt.kind': 'snapshot', 'receipt.lsn': consistentPoint, 'receipt.generation': '1' });
     // Customers registered before the slot: no change event is replayed for them (no overlap).
     expect(rig.businessStreams()).not.toContain('customer-a1');
     expect(rig.businessStreams()).toContain('customer-a3');

@@ -132,6 +132,14 @@ describe('event metadata → typed fields', () => {
     expect(event.sourceVersion).toEqual({ systemId: '7400', lsn: '0/500', kind: 'snapshot', generation: 'g3', sequence: 12, ordinal: 0 });
   });
 
+  it('a snapshot event says which kind of generation made it (snapshot.kind): initial, or a deliberate ad hoc re-reading', () => {
+    const adHoc = mapUnit([mapper], { ...snapshotRecord('public.ledger', { id: 1, account: 'a1', amount: 5 }, { generation: 'g4' }), snapshotKind: 'ad_hoc' }, context);
+    expect(adHoc.events[0]!.metadata['snapshot.kind']).toBe('ad_hoc');
+    const receipt = receiptAt({ kind: 'snapshot', assembler: 'asm', source: '7400', lsn: '0/600', generation: 'g4', sequence: 1, table: 'public.ledger', key: '1' }, 0, 1);
+    const event = toProjectionEvent(recorded({ ...adHoc.events[0]!.metadata, ...receiptToMetadata(receipt) }, adHoc.events[0]!.id));
+    expect(event.source).toEqual({ origin: 'snapshot', generation: 'g4', lsn: '0/600', sequence: 1, systemId: '7400', kind: 'ad_hoc' });
+  });
+
   it('an event not written by the assembler: no source, no version (receipts guard it)', () => {
     const event = toProjectionEvent(recorded({ note: 'hand-written' }, '0e2f7f3c-6d0e-4c0b-9f4e-2a8f6b7d9c11'));
     expect(event).toMatchObject({ source: { origin: 'unknown' }, transaction: null, entity: null, sourceVersion: null, version: null });

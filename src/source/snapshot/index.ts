@@ -22,6 +22,8 @@ export {
 export { createProgressReporter, formatProgressLine, formatProgressRecord, formatCount, formatDuration, type ProgressReporter } from './reporter.js';
 export { adHocSnapshotProgress } from './ad-hoc.js';
 export { decodeSnapshotRequest, emitSnapshotRequest, encodeSnapshotRequest, newSnapshotRequest, SNAPSHOT_REQUEST_PREFIX, type SnapshotRequest } from './request.js';
-export { describeTable, publishedShape, quoteIdentifier, requireKey, rowFilterClause, SnapshotError, type KeyText, type PublishedShape, type SnapshotTable } from './catalog.js';
+export { describeTable, keyString, publishedShape, quoteIdentifier, requireKey, rowFilterClause, SnapshotError, type KeyText, type PublishedShape, type SnapshotTable } from './catalog.js';
 export { copyOut, type CopyOutOptions } from './copy.js';
 export { createReplayModel, type ReplayModel } from './replay.js';
+export { createReadKeySet, type ReadKeySet, type ReadKeySetOptions } from './read-key-set.js';
+export { hasIntegerKey, keyAtOrBefore, keyValueText } from './key-order.js';
