@@ -69,7 +69,8 @@ describe('hot standby: a leader whose slot was taken while it reconnected', () =
 
     await holder.close();
     holder = null;
-    await rig.until(() => expect(a.status()).toMatchObject({ role: 'leader', state: 'running' }), 20_000);
+    // On failure the message carries the attempt's error and the last log lines (seen once, at load 10, as state 'failed').
+    await rig.until(() => expect(a.status(), JSON.stringify({ lastError: a.status().lastError, log: log.lines.slice(-8) })).toMatchObject({ role: 'leader', state: 'running' }), 20_000);
     expect(messages().filter((m) => m.startsWith('took over the slot after'))).toHaveLength(1);
     for (let i = 1; i <= 5; i++) await w.customer(`after_${i}`);
     await rig.until(() => expect(rig.events('customer-after_5')).toHaveLength(1));
