@@ -16,7 +16,7 @@
 // last commit; CPU µs per transaction of the assembler, the walsender and the server are
 // /proc/<pid>/stat over the drain. Reported: each run, and per build the median of the rounds'
 // downtime / streaming ratios with their spread. The load average is read before anything starts.
-// Prints a markdown report (EA_BENCH_DOWNTIME_WRITE=1 also writes bench/results/<date>-downtime.md).
+// Prints a markdown report (EA_BENCH_WRITE=1 also writes bench/results/<date>-downtime.md).
 import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -142,4 +142,4 @@ Downtime drain as a share of the streaming rate (streaming seconds / downtime se
 ${ratios.join('\n')}
 `;
 console.log(report);
-if (process.env.EA_BENCH_DOWNTIME_WRITE === '1') log(`written ${writeResult('downtime', report, now)}`);
+if (process.env.EA_BENCH_WRITE === '1') log(`written ${writeResult('downtime', report, now)}`);
