@@ -2,7 +2,7 @@
 // from its "assembler started" log line to the slot confirming `lsn`, with its peak RSS, its tail
 // reads and the CPU time of the assembler, the walsender and (when given) the in-memory server
 // over the drain. Shared by bench/bulk.bench.ts and bench/downtime.bench.ts.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { CLI_NODE_FLAGS, REPO_ROOT } from '../../test/resilience/assembler-process.js';
 import type { BulkAssembler, BulkRig } from '../../test/support/bulk-rig.js';
@@ -21,15 +21,19 @@ export function loggedAt(logFile: string, msg: string): number {
   return Date.parse((JSON.parse(last) as { time: string }).time);
 }
 
-/** A counter of the sink's status as the last stopped process logged it ("assembler stopped" carries the sink's status). */
-export function sinkCounter(logFile: string, name: 'tailReads' | 'prefetchHits'): number | null {
-  const text = readFileSync(logFile, 'utf8');
+/**
+ * A counter of the sink's status as the last stopped process logged it ("assembler stopped"
+ * carries the sink's status), looking only at the log from byte `from` on (the run's own lines:
+ * a build that does not report the counter must not show an earlier run's).
+ */
+export function sinkCounter(logFile: string, name: 'tailReads' | 'prefetchHits', from = 0): number | null {
+  const text = readFileSync(logFile).subarray(from).toString('utf8');
   const matches = [...text.matchAll(new RegExp(`"${name}":(\\d+)`, 'g'))];
   return matches.length > 0 ? Number(matches.at(-1)![1]) : null;
 }
 
 /** Tail reads the last stopped process made. */
-export const tailReads = (logFile: string): number | null => sinkCounter(logFile, 'tailReads');
+export const tailReads = (logFile: string, from = 0): number | null => sinkCounter(logFile, 'tailReads', from);
 
 function countLines(logFile: string, msg: string): number {
   try {
@@ -55,6 +59,7 @@ export interface DrainResult {
  */
 export async function drain(rig: BulkRig, lsn: string, serverPid?: number, limits?: Record<string, number>): Promise<DrainResult> {
   const startedBefore = countLines(rig.logFile, 'assembler started');
+  const logFrom = existsSync(rig.logFile) ? statSync(rig.logFile).size : 0;
   const assembler: BulkAssembler = rig.start(limits);
   // CPU from the start-up line on (start-up itself — loading the config through tsx — is not the drain's).
   let base = { assembler: 0, server: serverPid ? (cpuSeconds(serverPid) ?? 0) : 0 };
@@ -85,5 +90,5 @@ export async function drain(rig: BulkRig, lsn: string, serverPid?: number, limit
   const peakRssMiB = await assembler.peakRssMiB();
   const exit = await assembler.kill('SIGTERM');
   if (exit.code !== 0) throw new Error(`the assembler exited with ${exit.code} on SIGTERM`);
-  return { seconds: (done - loggedAt(rig.logFile, 'assembler started')) / 1000, peakRssMiB, tailReads: tailReads(rig.logFile), prefetchHits: sinkCounter(rig.logFile, 'prefetchHits'), cpu };
+  return { seconds: (done - loggedAt(rig.logFile, 'assembler started')) / 1000, peakRssMiB, tailReads: tailReads(rig.logFile, logFrom), prefetchHits: sinkCounter(rig.logFile, 'prefetchHits', logFrom), cpu };
 }
