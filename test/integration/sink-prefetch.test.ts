@@ -15,7 +15,7 @@ const { cleanups, server } = useInMemoryKurrentDB();
 const sink = sinkFactory(cleanups, { checkpointStream: false });
 
 const SYSTEM_ID = '7391029384756102938';
-const STREAMS = 1_500;
+const STREAMS = 1_200;
 /** Units in flight at most, as the pipeline's maxInFlightTransactions bounds them. */
 const WINDOW = 400;
 
@@ -63,7 +63,7 @@ function expectExactlyOnce(db: InMemoryKurrentDB, units: readonly SinkBatch[]): 
 
 describe('sink look-ahead after a restart', () => {
   it.each(['multi-stream', 'per-stream'] as const)(
-    '%s: a backlog over 1,500 streams the sink has not seen, part of it already applied, lands exactly once with its tails read ahead',
+    '%s: a backlog over 1,200 streams the sink has not seen, part of it already applied, lands exactly once with its tails read ahead',
     async (mode) => {
       const db = await server();
       const first = await sink(db, { assembler: 'orders', mode });
