@@ -14,22 +14,19 @@
 // in-memory KurrentDB in a process of its own; its peak RSS is the child's VmHWM.
 //
 // Prints a markdown table and writes bench/results/<date>-bulk.md.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startEmbeddedPostgres } from '../src/testing/postgres.js';
-import { CLI_NODE_FLAGS, REPO_ROOT } from '../test/resilience/assembler-process.js';
-import { createBulkRig, type BulkAssembler, type BulkRig } from '../test/support/bulk-rig.js';
+import { REPO_ROOT } from '../test/resilience/assembler-process.js';
+import { createBulkRig } from '../test/support/bulk-rig.js';
+import { COMMAND, drain, NODE_ARGS } from './lib/bulk-drain.js';
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
 import { gitCommit, writeResult } from './lib/results.js';
 
 const SIZES = (process.env.EA_BENCH_BULK_SIZES ?? '50000,150000').split(',').map(Number).filter((n) => n > 0);
 const STREAMING = Number(process.env.EA_BENCH_BULK_STREAMING ?? 20_000);
 if (!existsSync(path.join(REPO_ROOT, '.tmp/bench-build/cli/main.js'))) throw new Error('bench: no build in .tmp/bench-build — run "npx tsc -p tsconfig.build.json --outDir .tmp/bench-build" first (npm run bench:bulk does)');
-/** Node flags of the assembler: those bin/event-assembler.js starts Node with, unless EA_BENCH_BULK_NODE_ARGS says otherwise. */
-const NODE_ARGS = process.env.EA_BENCH_BULK_NODE_ARGS !== undefined ? process.env.EA_BENCH_BULK_NODE_ARGS.split(' ').filter(Boolean) : CLI_NODE_FLAGS;
-/** The CLI from the build (its semi-space flags for the main thread only, as bin/event-assembler.js runs it). */
-const COMMAND = [...NODE_ARGS, '--import', path.join(REPO_ROOT, 'bin/main-thread-heap.js'), '--import', 'tsx', path.join(REPO_ROOT, 'bench/lib/build-cli.ts')];
 
 interface Row {
   readonly label: string;
@@ -44,32 +41,6 @@ interface Row {
 
 const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const log = (line: string) => console.error(`[bench:bulk ${new Date().toISOString().slice(11, 19)}] ${line}`);
-
-/** The `time` of the last log line with `msg`, in ms. */
-function loggedAt(logFile: string, msg: string): number {
-  const lines = readFileSync(logFile, 'utf8').split('\n').filter((line) => line.startsWith('{') && line.includes(`"msg":"${msg}"`));
-  const last = lines.at(-1);
-  if (!last) throw new Error(`no "${msg}" line in ${logFile}`);
-  return Date.parse((JSON.parse(last) as { time: string }).time);
-}
-
-/** Tail reads the last stopped process made (its "assembler stopped" line carries the sink's status). */
-function tailReads(logFile: string): number | null {
-  const text = readFileSync(logFile, 'utf8');
-  const matches = [...text.matchAll(/"tailReads":(\d+)/g)];
-  return matches.length > 0 ? Number(matches.at(-1)![1]) : null;
-}
-
-/** Starts the assembler on what the WAL holds, waits until `lsn` is acknowledged, stops it; times it from its start-up line. */
-async function drain(rig: BulkRig, lsn: string): Promise<{ seconds: number; peakRssMiB: number; tailReads: number | null }> {
-  const assembler: BulkAssembler = rig.start();
-  await rig.acknowledged(lsn, assembler, 3_600_000);
-  const done = Date.now();
-  const peakRssMiB = await assembler.peakRssMiB();
-  const exit = await assembler.kill('SIGTERM');
-  if (exit.code !== 0) throw new Error(`the assembler exited with ${exit.code} on SIGTERM`);
-  return { seconds: (done - loggedAt(rig.logFile, 'assembler started')) / 1000, peakRssMiB, tailReads: tailReads(rig.logFile) };
-}
 
 // Before anything of the bench starts: figures are for a quiet machine (load below 0.5).
 const loadAtStart = os.loadavg();

@@ -16,7 +16,7 @@ const states = createStreamStates({
   reader: { readTail: () => Promise.reject(new Error('no reads')), readBackWhile: () => Promise.resolve([]), readLogHead: () => Promise.resolve(-1n), close: () => Promise.resolve() },
   logger: { info() {}, warn() {} },
   retrying: (_operation, _details, call) => call(),
-  stats: { tailReads: 0, logHeadReads: 0 },
+  stats: { tailReads: 0, logHeadReads: 0, prefetchHits: 0 },
 });
 const unit = { kind: 'transaction' as const, assembler: 'orders', source: '7391029384756102938', commitLsn: '0/53AD328', xid: 743 };
 gc();

@@ -13,6 +13,8 @@ import { startInMemoryKurrentDB } from './subject.js';
 
 export interface ServerProcess {
   readonly connectionString: string;
+  /** The server process (for its CPU time, bench/lib/proc-cpu.ts). */
+  readonly pid: number;
   stop(): Promise<void>;
 }
 
@@ -31,6 +33,7 @@ export function startKurrentDBProcess(appendLatencyMs: number): Promise<ServerPr
       const { connectionString } = JSON.parse(line) as { connectionString: string };
       resolve({
         connectionString,
+        pid: child.pid ?? -1,
         stop: () =>
           new Promise<void>((done) => {
             if (child.exitCode !== null) return done();

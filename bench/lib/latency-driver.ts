@@ -15,6 +15,9 @@ import type pg from 'pg';
 import { writeInvoicesPaced, type BenchDatabase } from './invoicing-db.js';
 import { probeCommitToAppend } from './pipeline-run.js';
 
+/** Steady rates (transactions/s) `npm run bench` measures commit → seen at, unless EA_BENCH_RATES says otherwise. */
+export const DEFAULT_LATENCY_RATES: readonly number[] = [5_000, 1_000, 100];
+
 export interface LatencyDriverInput {
   readonly connection: pg.ClientConfig;
   readonly kurrentdb: string;

@@ -56,8 +56,12 @@ export interface PipelineDrainResult {
   readonly batching: unknown;
 }
 
-/** Runs the assembler until the slot is acknowledged up to `lastEndLsn`, noting when it passed `markLsn`. */
-export async function drainPipeline(target: PipelineTarget, markLsn: string, lastEndLsn: string, timeoutMs = 900_000): Promise<PipelineDrainResult> {
+/**
+ * Runs the assembler until the slot is acknowledged up to `lastEndLsn`, noting when it passed
+ * `markLsn`. `onAcknowledged` runs then, before the assembler stops (e.g. to read the CPU time of
+ * the walsender while it still lives).
+ */
+export async function drainPipeline(target: PipelineTarget, markLsn: string, lastEndLsn: string, timeoutMs = 900_000, onAcknowledged?: () => Promise<void>): Promise<PipelineDrainResult> {
   const started = process.hrtime.bigint();
   const elapsed = () => Number(process.hrtime.bigint() - started) / 1e9;
   const assembler = benchAssembler(target);
@@ -81,6 +85,7 @@ export async function drainPipeline(target: PipelineTarget, markLsn: string, las
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     const seconds = elapsed();
+    await onAcknowledged?.();
     if (markSeconds === 0) markSeconds = seconds;
     const status = assembler.status();
     return { seconds, markSeconds, events: status.events.appended, mode: status.mode, runningSeconds, firstAckSeconds, batching: status.batching };

@@ -46,7 +46,7 @@ function snapshotSettings(): { chunkSize: number; parallelism: number } {
  * the bench database), statuses draft / issued / paid / void in the proportions 1 : 2 : 6 : 1,
  * totals numeric(12,2) from 0.00 to 9,999.99 (zero for drafts, as the schema's default).
  */
-async function fill(db: BenchDatabase, invoices: number): Promise<number> {
+export async function fillInvoices(db: BenchDatabase, invoices: number): Promise<number> {
   const customers = Math.max(CUSTOMERS, Math.ceil(invoices / 10));
   await db.query(`INSERT INTO customer (id, name, email, country) SELECT 'c' || i, 'Customer ' || i, 'c' || i || '@example.com', (ARRAY['DE','FR','NL','AT'])[1 + i % 4] FROM generate_series(${CUSTOMERS + 1}, ${customers}) i`);
   await db.query(`INSERT INTO invoice (id, customer_id, number, status, currency, total, issued_at)
@@ -78,7 +78,7 @@ export async function startReconcileLine(server: EmbeddedPostgres, kurrentdb: st
   const db = await createBenchDatabase(server, 'bench_reconcile');
   const captureUrl = server.connectionString({ database: db.name });
   let started = performance.now();
-  const customers = await fill(db, invoices);
+  const customers = await fillInvoices(db, invoices);
   const fillSeconds = (performance.now() - started) / 1000;
   log(`filled ${invoices.toLocaleString('en-US')} invoices over ${customers.toLocaleString('en-US')} customers in ${fillSeconds.toFixed(1)} s`);
   const settings = snapshotSettings();

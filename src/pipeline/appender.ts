@@ -13,6 +13,10 @@
  * Batches are taken strictly from the head of the queue, so every stream receives its units in
  * queue order.
  *
+ * Each unit's streams are handed to the sink as a hint when it is queued (`sink.prefetch`): a
+ * sink learning the states of streams it has not seen (e.g. a backlog after a restart) reads
+ * them ahead, while earlier calls append, instead of when the unit's own call starts.
+ *
  * After a failed call nothing queued behind it runs (every later unit is rejected with
  * `PIPELINE_APPEND_BLOCKED`): a later unit landing in a stream before an earlier one would make the
  * earlier one look like an old replay. The pipeline stops on the first failure anyway.
@@ -158,6 +162,7 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
       const streams = events.length === 1 ? [events[0]!.stream] : [...new Set(events.map((e) => e.stream))];
       if (failure !== null) return Promise.reject(blocked(streams));
       inFlight += 1;
+      sink.prefetch?.(streams);
       const promise = new Promise<AppendOutcome>((resolve, reject) => queue.push({ batch, streams, resolve, reject }));
       schedule();
       return promise;

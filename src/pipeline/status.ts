@@ -31,6 +31,7 @@ export function aggregateSinkStatus(sinks: readonly (Sink | null)[]): SinkStatus
     skippedEvents: sum((s) => s.skippedEvents),
     tailReads: sum((s) => s.tailReads),
     logHeadReads: sum((s) => s.logHeadReads),
+    ...(all.some((s) => s.prefetchHits !== undefined) ? { prefetchHits: sum((s) => s.prefetchHits) } : {}),
     // The appender's sink decides first touches (the checkpoint writer touches one stream).
     ...(all[0]!.firstTouch ? { firstTouch: all[0]!.firstTouch } : {}),
     splitCalls: sum((s) => s.splitCalls),

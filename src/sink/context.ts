@@ -17,6 +17,7 @@ export interface SinkStats {
   skippedEvents: number;
   tailReads: number;
   logHeadReads: number;
+  prefetchHits: number;
   splitCalls: number;
 }
 

@@ -118,7 +118,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   let queue: Promise<unknown> = Promise.resolve();
   /** `appendMany` calls in progress (they run concurrently, on disjoint streams). */
   const inFlightMany = new Set<Promise<unknown>>();
-  const stats: SinkStats = { state: 'connected', attempts: 0, retries: 0, lastError: null, appendedEvents: 0, skippedEvents: 0, tailReads: 0, logHeadReads: 0, splitCalls: 0 };
+  const stats: SinkStats = { state: 'connected', attempts: 0, retries: 0, lastError: null, appendedEvents: 0, skippedEvents: 0, tailReads: 0, logHeadReads: 0, prefetchHits: 0, splitCalls: 0 };
 
   const closedError = (cause?: unknown): SinkError =>
     new SinkError('SINK_CLOSED', 'the KurrentDB sink was closed while a call was in progress; nothing after the last acknowledged unit is known to be durable', {}, { cause });
@@ -271,6 +271,9 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       void settled.finally(() => inFlightMany.delete(settled));
       return run;
     },
+    prefetch(streams: readonly string[]): boolean {
+      return !closed && ctx.states.prefetch(streams);
+    },
     forget(names: readonly string[]): void {
       for (const name of names) ctx.states.drop(name);
     },
@@ -286,6 +289,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
         skippedEvents: stats.skippedEvents,
         tailReads: stats.tailReads,
         logHeadReads: stats.logHeadReads,
+        prefetchHits: stats.prefetchHits,
         firstTouch: ctx.states.firstTouch,
         splitCalls: stats.splitCalls,
       };

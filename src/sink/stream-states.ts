@@ -12,6 +12,9 @@
  *   existing stream (a bulk update after a restart: every stream exists), back to optimistic
  *   when nearly every tail it reads turns out not to exist. Tails are read in parallel, at most
  *   `TAIL_READ_CONCURRENCY` at once for the whole sink (tail-reader.ts says how).
+ * - While first touches read, `prefetch` reads ahead the tails of streams that queued units
+ *   will touch (tail-prefetch.ts: hints kept apart from the cache, taken by the call that needs
+ *   them, forgotten when the stream's state changes meanwhile), behind the calls' own reads.
  * - An optimistic append answered with revision n may have been a fresh write or the server's
  *   idempotency finding these very events (a replay); the answer's log position tells them apart
  *   (see `classify`).
@@ -22,6 +25,7 @@ import type { PreparedEvent } from './encoding.js';
 import { compareUnits, receiptAt, receiptFromMetadata, receiptsComparable, scopeOf, type Receipt, type ReceiptScope, type ReceiptUnit } from './receipt.js';
 import type { SinkLogger } from './options.js';
 import type { TailReader } from './tail-reader.js';
+import { createTailPrefetch } from './tail-prefetch.js';
 
 export type Revision = bigint | typeof NO_STREAM;
 
@@ -90,6 +94,9 @@ export type CallStates = Map<string, StreamState>;
 /** Tail reads in flight at once, for the whole sink (more gained no throughput in the pipeline, and cost the bridge native memory). */
 export const TAIL_READ_CONCURRENCY = 64;
 
+/** Streams prefetched or being read at most (tail-prefetch.ts); each holds one state until its call takes it. */
+export const PREFETCH_CAPACITY = 4096;
+
 /** In `read` mode, after this many first-touch reads… */
 const READ_WINDOW = 256;
 /** …go back to optimistic first touches when at least this share found no stream. */
@@ -101,7 +108,7 @@ export interface StreamStatesOptions {
   readonly logger: SinkLogger;
   /** Runs one read, waiting out destination outages (the sink's retry policy). */
   retrying<T>(operation: string, details: Record<string, unknown>, call: () => Promise<T>): Promise<T>;
-  readonly stats: { tailReads: number; logHeadReads: number };
+  readonly stats: { tailReads: number; logHeadReads: number; prefetchHits: number };
 }
 
 export interface StreamStates {
@@ -110,6 +117,12 @@ export interface StreamStates {
    * first touch), or its tail read now (in parallel).
    */
   resolve(streams: Iterable<string>, known: CallStates): Promise<void>;
+  /**
+   * A hint: units touching `streams` are queued. While first touches read tails, those of
+   * streams not cached are read ahead (bounded, behind the calls' own reads) for `resolve` to
+   * take. Gives whether first touches read now (`false`: nothing was done).
+   */
+  prefetch(streams: Iterable<string>): boolean;
   /** Reads the tails of `streams` now (in parallel), into `known` and the cache. */
   refresh(streams: Iterable<string>, known: CallStates): Promise<void>;
   /** What an append taught: the stream is at `revision`, `last` (one of ours) at its tail. */
@@ -168,6 +181,10 @@ function createLru(capacity: number, onEvict: () => void) {
       }
       return aged;
     },
+    /** Whether `stream` is cached, without touching its recency. */
+    has(stream: string): boolean {
+      return young.has(stream) || old.has(stream);
+    },
     set(stream: string, state: StreamState): void {
       old.delete(stream);
       put(stream, state);
@@ -185,18 +202,19 @@ function createLru(capacity: number, onEvict: () => void) {
   };
 }
 
-/** At most `limit` of the tasks run at once. */
+/** At most `limit` of the tasks run at once; waiting `later` tasks (look-ahead reads) start after every other waiting one. */
 function createLimiter(limit: number) {
   let running = 0;
   const waiting: (() => void)[] = [];
-  return async function run<T>(task: () => Promise<T>): Promise<T> {
-    if (running >= limit) await new Promise<void>((resolve) => waiting.push(resolve));
+  const waitingLater: (() => void)[] = [];
+  return async function run<T>(task: () => Promise<T>, later = false): Promise<T> {
+    if (running >= limit) await new Promise<void>((resolve) => (later ? waitingLater : waiting).push(resolve));
     running += 1;
     try {
       return await task();
     } finally {
       running -= 1;
-      waiting.shift()?.();
+      (waiting.shift() ?? waitingLater.shift())?.();
     }
   };
 }
@@ -214,6 +232,20 @@ export function deletedError(stream: string, cause: unknown): SinkError {
 function errorType(error: unknown): string | undefined {
   const type = (error as { type?: unknown } | null)?.type;
   return typeof type === 'string' ? type : undefined;
+}
+
+/** One read of the stream's tail, no retries. */
+async function readTailState(reader: TailReader, intern: (receipt: Receipt) => ReceiptUnit, stream: string): Promise<StreamState> {
+  try {
+    const tail = await reader.readTail(stream);
+    if (tail.kind === 'not-found') return EMPTY_STREAM;
+    const receipt = receiptFromMetadata(tail.metadata);
+    if (!receipt) return new KnownState(tail.revision, null, 0, 0, 'stream', tail.id, tail.type);
+    return new KnownState(tail.revision, intern(receipt), receipt.ordinal, receipt.count, scopeOf(receipt), tail.id, tail.type);
+  } catch (error) {
+    if (errorType(error) === 'stream-deleted') throw deletedError(stream, error);
+    throw error;
+  }
 }
 
 export function createStreamStates(options: StreamStatesOptions): StreamStates {
@@ -255,20 +287,34 @@ export function createStreamStates(options: StreamStatesOptions): StreamStates {
     return logHeadRead;
   }
 
+  const readOnce = (stream: string): Promise<StreamState> => readTailState(reader, intern, stream);
   async function readState(stream: string): Promise<StreamState> {
     stats.tailReads += 1;
-    return retrying('read-tail', { stream }, async () => {
-      try {
-        const tail = await reader.readTail(stream);
-        if (tail.kind === 'not-found') return EMPTY_STREAM;
-        const receipt = receiptFromMetadata(tail.metadata);
-        if (!receipt) return new KnownState(tail.revision, null, 0, 0, 'stream', tail.id, tail.type);
-        return new KnownState(tail.revision, intern(receipt), receipt.ordinal, receipt.count, scopeOf(receipt), tail.id, tail.type);
-      } catch (error) {
-        if (errorType(error) === 'stream-deleted') throw deletedError(stream, error);
-        throw error;
-      }
-    });
+    return retrying('read-tail', { stream }, () => readOnce(stream));
+  }
+
+  const prefetched = createTailPrefetch<StreamState>({
+    capacity: PREFETCH_CAPACITY,
+    read: (stream) =>
+      limited(() => {
+        stats.tailReads += 1;
+        return readOnce(stream);
+      }, true),
+    onRead: (state) => noteRead(state),
+  });
+
+  /** Sets a stream's state in the cache; a prefetched one, read before this, is forgotten. */
+  function remember(stream: string, state: StreamState): void {
+    cache.set(stream, state);
+    prefetched.invalidate(stream);
+  }
+
+  /** A state `resolve` took from the look-ahead: as a read of the call's own would have been. */
+  function adopt(stream: string, state: StreamState, known: CallStates): void {
+    cache.set(stream, state);
+    mustRead.delete(stream);
+    known.set(stream, state);
+    stats.prefetchHits += 1;
   }
 
   /** In `read` mode: nearly every tail read finding nothing means the streams are new again. */
@@ -289,7 +335,7 @@ export function createStreamStates(options: StreamStatesOptions): StreamStates {
     await Promise.all(
       streams.map((stream) =>
         limited(() => readState(stream)).then((state) => {
-          cache.set(stream, state);
+          remember(stream, state);
           mustRead.delete(stream);
           known.set(stream, state);
           noteRead(state);
@@ -301,12 +347,23 @@ export function createStreamStates(options: StreamStatesOptions): StreamStates {
   return {
     async resolve(streams, known) {
       const toRead: string[] = [];
+      const arriving: Promise<void>[] = [];
+      const missed: string[] = [];
       let optimistic: boolean | undefined;
       for (const stream of streams) {
         if (known.has(stream)) continue;
         const cached = cache.get(stream);
         if (cached) {
           known.set(stream, cached);
+          continue;
+        }
+        const ahead = prefetched.size > 0 ? prefetched.take(stream) : undefined;
+        if (ahead instanceof Promise) {
+          arriving.push(ahead.then((state) => (state ? adopt(stream, state, known) : void missed.push(stream))));
+          continue;
+        }
+        if (ahead) {
+          adopt(stream, ahead, known);
           continue;
         }
         if (firstTouch === 'optimistic' && !mustRead.has(stream)) {
@@ -318,21 +375,35 @@ export function createStreamStates(options: StreamStatesOptions): StreamStates {
         }
         toRead.push(stream);
       }
-      await readInto(toRead, known);
+      await Promise.all([readInto(toRead, known), ...arriving]);
+      // Look-ahead reads that failed or went stale: read now, like any other.
+      await readInto(missed, known);
+    },
+    prefetch(streams) {
+      if (firstTouch !== 'read' && logHead !== null) return false;
+      const wanted = function* (): Generator<string> {
+        for (const stream of streams) if (!cache.has(stream) && !prefetched.has(stream)) yield stream;
+      };
+      prefetched.start(wanted());
+      return true;
     },
     async refresh(streams, known) {
       const list = [...new Set(streams)];
-      for (const stream of list) cache.delete(stream);
+      for (const stream of list) {
+        cache.delete(stream);
+        prefetched.invalidate(stream);
+      }
       await readInto(list, known);
     },
     learned(stream, revision, last, known) {
       const { unit, ordinal, count, scope } = last.receiptParts;
       const state = new KnownState(revision, unit, ordinal, count, scope);
-      cache.set(stream, state);
+      remember(stream, state);
       known?.set(stream, state);
     },
     drop(stream, known) {
       cache.delete(stream);
+      prefetched.invalidate(stream);
       known?.delete(stream);
       if (mustRead.size >= options.maxCachedStreams) {
         forgetting();
@@ -381,6 +452,7 @@ export function createStreamStates(options: StreamStatesOptions): StreamStates {
     clear() {
       cache.clear();
       mustRead.clear();
+      prefetched.clear();
     },
   };
 }

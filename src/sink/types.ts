@@ -121,6 +121,11 @@ export interface SinkStatus {
    * new streams reads none. Optional: aggregates of several sinks may leave it out.
    */
   readonly tailReads?: number;
+  /**
+   * First touches whose state a look-ahead read had learned before their call asked (of
+   * `tailReads`; see `Sink.prefetch`). Optional like `tailReads`.
+   */
+  readonly prefetchHits?: number;
   /** Reads of the log's head (`$all`, at most one per sink, before its first optimistic append). */
   readonly logHeadReads?: number;
   /**
@@ -147,6 +152,13 @@ export interface Sink {
    * start a call touching a stream before an earlier call touching it has resolved.
    */
   appendMany?(batches: readonly SinkBatch[]): Promise<AppendOutcome[]>;
+  /**
+   * A hint that units touching `streams` are queued: a sink that must learn the state of
+   * streams it has not seen may start doing so now, for the calls that will append to them.
+   * Only a hint — the append still checks everything it relies on. Gives whether the sink is
+   * looking ahead now (`false`: it ignored the hint; asking again later may be useful).
+   */
+  prefetch?(streams: readonly string[]): boolean;
   /**
    * Drops what is cached about these streams (revision, receipt); the next append re-reads their
    * tails. For a pipeline that writes one stream through several sinks, one at a time.

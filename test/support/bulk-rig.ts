@@ -35,6 +35,8 @@ export interface BulkRig {
   /** The in-memory KurrentDB in this process (`null` with `destination`). */
   readonly kdb: InMemoryKurrentDB | null;
   readonly logFile: string;
+  /** The replication slot the assembler streams from. */
+  readonly slot: string;
   /** Starts the assembler (a new process: nothing cached), with `limits` overrides. */
   start(limits?: Record<string, number>): BulkAssembler;
   /** Runs `sql` as one transaction; resolves with the WAL position right after its commit. */
@@ -117,6 +119,7 @@ export default defineConfig({
     db,
     kdb,
     logFile,
+    slot,
     start(limits = {}) {
       const child = startAssemblerProcess(writeConfig(limits), logFile, { BULK_CAPTURE_URL: captureUrl, BULK_KURRENTDB_URL: destination }, options.command);
       processes.push(child);

@@ -134,4 +134,21 @@ describe('group-commit appender', () => {
     await until(() => below);
     expect(appender.inFlight).toBe(0);
   });
+
+  it('hands each queued unit\'s streams to the sink as a look-ahead hint, before its call starts', async () => {
+    const { sink, calls } = recordingSink();
+    const hints: string[][] = [];
+    sink.prefetch = (streams) => (hints.push([...streams]), true);
+    const appender = createAppender(sink, { maxConcurrentAppends: 1 });
+    const first = appender.append(unit(1, ['a']));
+    await until(() => calls.length === 1);
+    const later = [appender.append(unit(2, ['b', 'c', 'b'])), appender.append(unit(3, ['a']))];
+    expect(hints).toEqual([['a'], ['b', 'c'], ['a']]);
+    expect(calls).toHaveLength(1); // hinted while waiting behind the call in flight
+    calls[0]!.resolve();
+    await first;
+    await until(() => calls.length === 2);
+    calls[1]!.resolve();
+    await Promise.all(later);
+  });
 });
