@@ -4,7 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const BIN = path.join(REPO_ROOT, 'bin', 'event-assembler.js');
@@ -83,4 +83,74 @@ export async function waitFor<T>(
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${description}`);
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
+}
+
+export interface InvoicingConfigOptions {
+  readonly name: string;
+  readonly slot: string;
+  readonly publication: string;
+  readonly tables: readonly string[];
+  /** Environment variables the module reads the capture URL and the KurrentDB connection string from. */
+  readonly captureEnv: string;
+  readonly kurrentEnv: string;
+  /** `destination.mode`, when not the default. */
+  readonly destinationMode?: string;
+  /** `snapshot.mode: 'initial'` with this chunk size; no `snapshot` section when absent. */
+  readonly initialSnapshotChunkSize?: number;
+}
+
+/**
+ * Writes the configuration module a user would: the invoicing mappers and contracts of this
+ * repository, secrets from the environment. Returns the file's path.
+ */
+export async function writeInvoicingConfig(file: string, o: InvoicingConfigOptions): Promise<string> {
+  const source = `{ connection: 'env:${o.captureEnv}', slot: ${JSON.stringify(o.slot)}, publication: ${JSON.stringify(o.publication)}, tables: ${JSON.stringify(o.tables)}, statusIntervalMs: 1000 }`;
+  const mode = o.destinationMode === undefined ? '' : `mode: ${JSON.stringify(o.destinationMode)}, `;
+  const lines = [
+    `import { defineConfig } from ${JSON.stringify(pathToFileURL(path.join(REPO_ROOT, 'src/config/index.ts')).href)};`,
+    `import { mappers } from ${JSON.stringify(pathToFileURL(path.join(REPO_ROOT, 'examples/invoicing/index.ts')).href)};`,
+    `export default defineConfig({`,
+    `  name: ${JSON.stringify(o.name)},`,
+    `  source: ${source},`,
+    `  destination: { connectionString: 'env:${o.kurrentEnv}', ${mode}retry: { initialDelayMs: 20, maxDelayMs: 500 } },`,
+    `  mappers,`,
+    `  contracts: { dir: ${JSON.stringify(path.join(REPO_ROOT, 'contracts/invoicing'))} },`,
+    ...(o.initialSnapshotChunkSize === undefined ? [] : [`  snapshot: { mode: 'initial', chunkSize: ${o.initialSnapshotChunkSize} },`]),
+    `});`,
+    '',
+  ];
+  await fs.writeFile(file, lines.join('\n'));
+  return file;
+}
+
+/** A process's start-up snapshot decision, as its log line `snapshot: decision` says it. */
+export interface StartDecision {
+  readonly action: string;
+  readonly generation: string | null;
+  readonly code: string;
+}
+
+/**
+ * Waits for the `snapshot: decision` line a process logs at start, in `logFile` after byte
+ * `offset`; `alive` throws when the process exited meanwhile.
+ */
+export function waitForStartDecision(pid: number | undefined, logFile: string, offset: number, alive: () => Promise<void>, timeoutMs: number): Promise<StartDecision> {
+  return waitFor(
+    `the start-up decision of the assembler (pid ${pid})`,
+    async () => {
+      await alive();
+      const text = (await fs.readFile(logFile)).subarray(offset).toString('utf8');
+      for (const line of text.split('\n')) {
+        if (!line.startsWith('{')) continue;
+        try {
+          const entry = JSON.parse(line) as Record<string, unknown>;
+          if (entry['msg'] === 'snapshot: decision') return { action: String(entry['action']), generation: (entry['generation'] as string | null) ?? null, code: String(entry['code']) };
+        } catch {
+          // a line cut by a kill: not a decision
+        }
+      }
+      return false;
+    },
+    { timeoutMs, intervalMs: 20 },
+  );
 }

@@ -64,7 +64,6 @@ import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { mappers } from '../../examples/invoicing/index.js';
@@ -75,7 +74,7 @@ import type { SnapshotProgress } from '../../src/source/snapshot/index.js';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
 import { createReferenceSlotWithSnapshot, formatDestinationReport, verifyDestination } from '../../src/testing/verify-destination.js';
-import { REPO_ROOT, startAssemblerProcess, tailOf, waitFor, type AssemblerProcess } from './assembler-process.js';
+import { REPO_ROOT, startAssemblerProcess, tailOf, waitFor, waitForStartDecision, writeInvoicingConfig, type AssemblerProcess, type StartDecision } from './assembler-process.js';
 import { destinationProgress } from './destination-progress.js';
 
 const TRANSACTIONS = Number(process.env.EA_CRASH_TRANSACTIONS ?? 2_000);
@@ -104,12 +103,6 @@ const GENERATION = '1';
 type KillKind = 'mid-snapshot' | 'mid-append' | 'unacknowledged' | 'mid-bulk';
 /** Where a mid-snapshot kill aims (see the header). */
 type SnapshotPoint = 'initial-invoices' | 'resumed-invoices' | 'resumed-after-invoices';
-
-interface StartDecision {
-  readonly action: string;
-  readonly generation: string | null;
-  readonly code: string;
-}
 
 interface SnapshotKill {
   readonly point: SnapshotPoint;
@@ -323,23 +316,10 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
       const kurrent: InMemoryKurrentDB = await startInMemoryKurrentDB({ features: { multiStreamAppend: scenario.multiStreamAppend } });
       cleanups.push(() => kurrent.close());
 
-      const configFile = path.join(dir, 'assembler.config.ts');
-      await fs.writeFile(
-        configFile,
-        [
-          `import { defineConfig } from ${JSON.stringify(pathToFileURL(path.join(REPO_ROOT, 'src/config/index.ts')).href)};`,
-          `import { mappers } from ${JSON.stringify(pathToFileURL(path.join(REPO_ROOT, 'examples/invoicing/index.ts')).href)};`,
-          `export default defineConfig({`,
-          `  name: ${JSON.stringify(ASSEMBLER)},`,
-          `  source: { connection: 'env:EA_CRASH_CAPTURE_URL', slot: ${JSON.stringify(SLOT)}, publication: ${JSON.stringify(PUBLICATION)}, tables: ${JSON.stringify(TABLES)}, statusIntervalMs: 1000 },`,
-          `  destination: { connectionString: 'env:EA_CRASH_KURRENTDB_URL', mode: ${JSON.stringify(scenario.mode)}, retry: { initialDelayMs: 20, maxDelayMs: 500 } },`,
-          `  mappers,`,
-          `  contracts: { dir: ${JSON.stringify(path.join(REPO_ROOT, 'contracts/invoicing'))} },`,
-          `  snapshot: { mode: 'initial', chunkSize: ${chunkSize} },`,
-          `});`,
-          '',
-        ].join('\n'),
-      );
+      const configFile = await writeInvoicingConfig(path.join(dir, 'assembler.config.ts'), {
+        name: ASSEMBLER, slot: SLOT, publication: PUBLICATION, tables: TABLES, captureEnv: 'EA_CRASH_CAPTURE_URL', kurrentEnv: 'EA_CRASH_KURRENTDB_URL',
+        destinationMode: scenario.mode, initialSnapshotChunkSize: chunkSize,
+      });
       const env = { EA_CRASH_CAPTURE_URL: captureUrl, EA_CRASH_KURRENTDB_URL: kurrent.connectionString };
 
       let child: AssemblerProcess | null = null;
@@ -360,24 +340,7 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
         logOffset = await fs.stat(logFile).then((s) => s.size, () => 0);
         child = startAssemblerProcess(configFile, logFile, env);
         await fs.appendFile(logFile, `\n──── test: started assembler pid ${child.pid} ────\n`);
-        const decision = await waitFor(
-          `the start-up decision of the assembler (pid ${child.pid})`,
-          async () => {
-            await alive();
-            const text = (await fs.readFile(logFile)).subarray(logOffset).toString('utf8');
-            for (const line of text.split('\n')) {
-              if (!line.startsWith('{')) continue;
-              try {
-                const entry = JSON.parse(line) as Record<string, unknown>;
-                if (entry['msg'] === 'snapshot: decision') return { action: String(entry['action']), generation: (entry['generation'] as string | null) ?? null, code: String(entry['code']) };
-              } catch {
-                // a line cut by the kill: not a decision
-              }
-            }
-            return false;
-          },
-          { timeoutMs: STALL_MS, intervalMs: 20 },
-        );
+        const decision = await waitForStartDecision(child.pid, logFile, logOffset, alive, STALL_MS);
         decisions.push(decision);
         return decision;
       };

@@ -21,7 +21,6 @@ import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mappers } from '../../examples/invoicing/index.js';
@@ -31,7 +30,7 @@ import { captureRoleSql, setupCapture } from '../../src/source/setup.js';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
 import { startFailoverPair, type FailoverPair } from '../../src/testing/postgres-standby.js';
 import { formatDestinationReport, verifyDestination } from '../../src/testing/verify-destination.js';
-import { REPO_ROOT, startAssemblerProcess, tailOf, waitFor, type AssemblerProcess } from './assembler-process.js';
+import { REPO_ROOT, startAssemblerProcess, tailOf, waitFor, writeInvoicingConfig, type AssemblerProcess } from './assembler-process.js';
 import { destinationProgress } from './destination-progress.js';
 
 const TABLES = ['public.customer', 'public.invoice', 'public.invoice_line', 'public.payment'];
@@ -157,22 +156,9 @@ async function createRig(failover: boolean): Promise<Rig> {
   expect(report.slot.failover).toBe(failover);
   const url = `postgresql://${role}:${password}@${primary.host}:${primary.port},${standby.host}:${standby.port}/postgres?target_session_attrs=read-write`;
   Object.assign(rig, { captureUrl: url });
-  const configFile = path.join(dir, 'assembler.config.ts');
-  await fs.writeFile(
-    configFile,
-    [
-      `import { defineConfig } from ${JSON.stringify(pathToFileURL(path.join(REPO_ROOT, 'src/config/index.ts')).href)};`,
-      `import { mappers } from ${JSON.stringify(pathToFileURL(path.join(REPO_ROOT, 'examples/invoicing/index.ts')).href)};`,
-      `export default defineConfig({`,
-      `  name: ${JSON.stringify(ASSEMBLER)},`,
-      `  source: { connection: 'env:EA_FAILOVER_CAPTURE_URL', slot: ${JSON.stringify(SLOT)}, publication: ${JSON.stringify(PUBLICATION)}, tables: ${JSON.stringify(TABLES)}, statusIntervalMs: 1000 },`,
-      `  destination: { connectionString: 'env:EA_FAILOVER_KURRENTDB_URL', retry: { initialDelayMs: 20, maxDelayMs: 500 } },`,
-      `  mappers,`,
-      `  contracts: { dir: ${JSON.stringify(path.join(REPO_ROOT, 'contracts/invoicing'))} },`,
-      `});`,
-      '',
-    ].join('\n'),
-  );
+  const configFile = await writeInvoicingConfig(path.join(dir, 'assembler.config.ts'), {
+    name: ASSEMBLER, slot: SLOT, publication: PUBLICATION, tables: TABLES, captureEnv: 'EA_FAILOVER_CAPTURE_URL', kurrentEnv: 'EA_FAILOVER_KURRENTDB_URL',
+  });
   rig.child = startAssemblerProcess(configFile, rig.logFile, { EA_FAILOVER_CAPTURE_URL: url, EA_FAILOVER_KURRENTDB_URL: kurrent.connectionString });
   await waitFor('the assembler to start streaming', async () => {
     if (!rig.child?.running) throw new Error(`the assembler exited at start-up:\n${await tailOf(rig.logFile)}`);
