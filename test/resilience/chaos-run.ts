@@ -2,6 +2,7 @@
 // CHAOS_SCALE and driven by a seeded schedule (CHAOS_SEED repeats it). Run by
 // test/resilience/chaos.test.ts (`npm test`, scale 1) and by `npm run chaos` (default scale 10):
 // the same code.
+// CHAOS_KEEP_LOG=<file> keeps a copy of the assembler's log (the run's temp dir is removed).
 //
 // 1. Source: a PostgreSQL of its own, the invoicing schema, 2,000 × scale customers seeded with
 //    ≈ 3,000 × scale invoices (lines, payments): the large table the initial snapshot reads (in
@@ -221,7 +222,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   } finally {
     await (writer as ChaosWriter | null)?.stop().catch(() => undefined);
     await rig?.close().catch((error: unknown) => log(`chaos run: cleanup failed: ${String(error)}`));
-    if (process.env["CHAOS_KEEP_LOG"]) await fs.copyFile(path.join(dir, "assembler.log"), process.env["CHAOS_KEEP_LOG"]).catch(() => undefined);
+    if (process.env['CHAOS_KEEP_LOG']) await fs.copyFile(rig?.logFile ?? path.join(dir, 'assembler.log'), process.env['CHAOS_KEEP_LOG']).catch(() => undefined);
     await fs.rm(dir, { recursive: true, force: true });
   }
 }
