@@ -1,12 +1,17 @@
-// recordsLanded (src/pipeline/snapshot-landed.ts) waits out a KurrentDB outage instead of failing
-// the line: found by the chaos run (a resumed initial snapshot met the first change of a row whose
-// record the killed process had left in flight while KurrentDB was down, and `run` exited 1 on an
-// UnavailableError). Real client, in-memory KurrentDB stopped and restarted with its data.
+// The resumed snapshot's own destination calls wait out a KurrentDB outage instead of failing the
+// line — both found by the chaos run (`run` exited 1 on an UnavailableError):
+// - recordsLanded (src/pipeline/snapshot-landed.ts): a resumed initial snapshot met the first
+//   change of a row whose record the killed process had left in flight while KurrentDB was down;
+// - the progress store (src/pipeline/snapshot-store.ts): a load or save during an outage longer
+//   than its five attempts on one client (≈ 2 s).
+// Real client, in-memory KurrentDB stopped and restarted with its data.
 import { jsonEvent, KurrentDBClient } from '@kurrent/kurrentdb-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { mappers } from '../../examples/invoicing/index.js';
 import { mapUnit } from '../../src/mapping/index.js';
 import { recordsLanded } from '../../src/pipeline/snapshot-landed.js';
+import { createKurrentDBSnapshotStore } from '../../src/pipeline/snapshot-store.js';
+import { newSnapshotProgress } from '../../src/source/snapshot/index.js';
 import type { SnapshotRecord } from '../../src/source/types.js';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
 
@@ -52,5 +57,35 @@ describe('recordsLanded across a KurrentDB outage', () => {
     const config = { name: ASSEMBLER, mappers, destination: { connectionString: kurrent.connectionString, mode: 'auto' as const, retry: { initialDelayMs: 10, maxDelayMs: 20, maxAttempts: 3 } } };
     await kurrent.stop();
     await expect(recordsLanded(config, SYSTEM, [invoiceRecord('inv_x')], [{ lsn: '0/100', sequence: 1 }])).rejects.toThrow(/Unavailable|UNAVAILABLE|connect/i);
+  });
+});
+
+describe('the snapshot progress store across a KurrentDB outage', () => {
+  let kurrent: InMemoryKurrentDB | null = null;
+  afterEach(async () => {
+    await kurrent?.close();
+    kurrent = null;
+  });
+
+  it('saves and loads once KurrentDB is back, after an outage longer than its old five attempts', { timeout: 30_000 }, async () => {
+    kurrent = await startInMemoryKurrentDB();
+    const db = kurrent;
+    const store = createKurrentDBSnapshotStore(db.connectionString, ASSEMBLER, { initialDelayMs: 50, maxDelayMs: 200 });
+    try {
+      const progress = newSnapshotProgress({ generation: '1', kind: 'initial', mode: 'initial', tables: ['public.invoice'], reason: 'test', consistentPoint: '0/100' });
+      await store.save(progress, new Map());
+      await db.stop();
+      const saved = store.save({ ...progress, reason: 'saved during the outage' }, new Map());
+      const outage = new Promise<void>((resolve, reject) => setTimeout(() => db.restart().then(resolve, reject), 3_000));
+      await saved;
+      await outage;
+      await db.stop();
+      const loaded = store.load();
+      const second = new Promise<void>((resolve, reject) => setTimeout(() => db.restart().then(resolve, reject), 3_000));
+      expect((await loaded)?.progress.reason).toBe('saved during the outage');
+      await second;
+    } finally {
+      await store.close();
+    }
   });
 });
