@@ -132,9 +132,10 @@ export async function findRequestedProgress(connectionString: string, assembler:
 }
 
 /**
- * The progress store in KurrentDB. A destination outage is waited out (the destination's retry
- * policy, as the sink's own calls; `maxAttempts` bounds it when set), with a new client after each
- * transient failure — a client whose discovery failed stays failed. Other errors get 5 attempts.
+ * The progress store in KurrentDB. A destination outage is waited out (`retryPolicy`: the
+ * pipeline passes the destination's, as the sink's own calls; `maxAttempts` bounds it when set;
+ * without one, as for a CLI command, 5 attempts), with a new client after each transient failure —
+ * a client whose discovery failed stays failed. Other errors get 5 attempts.
  * (Five attempts of 0.2–1 s on one client were all it had: a KurrentDB outage of a few seconds
  * during a load or save made `run` exit 1 — found by the chaos run at scale 10.)
  */
@@ -142,7 +143,7 @@ export function createKurrentDBSnapshotStore(connectionString: string, assembler
   const url = readerConnectionString(connectionString);
   let client = KurrentDBClient.connectionString(url);
   const stream = snapshotProgressStreamName(assembler);
-  const policy: RetryPolicy = { ...DEFAULT_RETRY, ...retryPolicy };
+  const policy: RetryPolicy = retryPolicy ? { ...DEFAULT_RETRY, ...retryPolicy } : { ...DEFAULT_RETRY, maxAttempts: 5 };
   const retry = async <T>(what: () => Promise<T>): Promise<T> => {
     for (let attempt = 1, transient = 0; ; attempt++) {
       try {

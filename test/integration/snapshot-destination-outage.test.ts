@@ -88,4 +88,15 @@ describe('the snapshot progress store across a KurrentDB outage', () => {
       await store.close();
     }
   });
+
+  it('without a retry policy (a CLI command) gives up after five attempts', { timeout: 30_000 }, async () => {
+    kurrent = await startInMemoryKurrentDB();
+    const store = createKurrentDBSnapshotStore(kurrent.connectionString, ASSEMBLER);
+    try {
+      await kurrent.stop();
+      await expect(store.load()).rejects.toThrow(/Unavailable|UNAVAILABLE|connect/i);
+    } finally {
+      await store.close();
+    }
+  });
 });
