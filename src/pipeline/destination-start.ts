@@ -98,7 +98,7 @@ export async function openDestination(
       return { appendSink: run.sink, checkpointSink: null, mode: (run.sink as Partial<KurrentDBSink>).mode ?? null, last: null };
     }
     const address = kurrentdbAddress(config.destination.connectionString);
-    snapshots.store = createKurrentDBSnapshotStore(config.destination.connectionString, config.name);
+    snapshots.store = createKurrentDBSnapshotStore(config.destination.connectionString, config.name, config.destination.retry ?? {});
     snapshots.stored = snapshots.store.load();
     snapshots.stored.catch(() => undefined); // reported when the start decision awaits it
     const options = sinkOptions(config, log, guard);

@@ -10,11 +10,16 @@
  * mapped again (mappers are pure: same events, same ids, same streams), and each of its streams is
  * read backwards from the tail down to the record's position looking for its event ids. Landed in
  * every stream: nothing to send. In none: it is sent at a new position (after the tails).
+ *
+ * A destination outage is waited out (the destination's retry policy, as the sink's own calls):
+ * the question comes up while a resumed snapshot runs beside the stream, and a KurrentDB restart
+ * then must not stop the line (found by the chaos run: `run` exited 1 on an UnavailableError).
  */
 import { BACKWARDS, END, KurrentDBClient } from '@kurrent/kurrentdb-client';
 import type { ResolvedConfig } from '../config/schema.js';
 import { canonicalKey, mapUnit } from '../mapping/index.js';
-import { compareUnits, readerConnectionString, receiptFromMetadata, receiptsComparable, type SnapshotUnit } from '../sink/index.js';
+import { compareUnits, DEFAULT_RETRY, isTransientError, readerConnectionString, receiptFromMetadata, receiptsComparable, type SnapshotUnit } from '../sink/index.js';
+import { backoffDelay } from '../sink/retry.js';
 import type { SnapshotRecord } from '../source/types.js';
 import type { PinnedPosition } from './snapshot-store.js';
 
@@ -37,6 +42,27 @@ async function inStream(client: KurrentDBClient, stream: string, id: string, uni
   }
 }
 
+/** A reader client, replaced after an outage (a client whose discovery failed stays failed). */
+interface Reader {
+  client: KurrentDBClient;
+  readonly connectionString: string;
+}
+
+/** `inStream`, retried while the destination is unavailable (up to `maxAttempts` when the policy has one). */
+async function inStreamRetrying(reader: Reader, stream: string, id: string, unit: SnapshotUnit, retry: ResolvedConfig['destination']['retry']): Promise<boolean> {
+  const policy = { ...DEFAULT_RETRY, ...retry };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await inStream(reader.client, stream, id, unit);
+    } catch (error) {
+      if (!isTransientError(error) || (policy.maxAttempts !== undefined && attempt >= policy.maxAttempts)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, backoffDelay(policy, attempt)));
+      await reader.client.dispose().catch(() => undefined);
+      reader.client = KurrentDBClient.connectionString(reader.connectionString);
+    }
+  }
+}
+
 /**
  * For each record (with the position it was pinned at): `all` its events are in their streams,
  * `none`, or `some` (per-stream appends, cut by the crash: the caller re-sends it at its pinned
@@ -49,7 +75,8 @@ export async function recordsLanded(
   positions: readonly PinnedPosition[],
 ): Promise<Landed[]> {
   if (records.length === 0) return [];
-  const client = KurrentDBClient.connectionString(readerConnectionString(config.destination.connectionString));
+  const connectionString = readerConnectionString(config.destination.connectionString);
+  const reader: Reader = { client: KurrentDBClient.connectionString(connectionString), connectionString };
   try {
     const out: Landed[] = [];
     for (let i = 0; i < records.length; i++) {
@@ -61,11 +88,11 @@ export async function recordsLanded(
       };
       const { events } = mapUnit(config.mappers, record, { assembler: config.name, sourceIdentity: systemId });
       let found = 0;
-      for (const event of events) if (await inStream(client, event.stream, event.id, unit)) found += 1;
+      for (const event of events) if (await inStreamRetrying(reader, event.stream, event.id, unit, config.destination.retry)) found += 1;
       out.push(found === events.length ? 'all' : found === 0 ? 'none' : 'some');
     }
     return out;
   } finally {
-    await client.dispose().catch(() => undefined);
+    await reader.client.dispose().catch(() => undefined);
   }
 }

@@ -43,7 +43,7 @@ function logDecision(deps: SnapshotDeps, decision: SnapshotDecision): void {
  */
 export async function startSnapshots(deps: SnapshotDeps, storedLsn: Lsn | null, running: () => void): Promise<SnapshotProgress | null> {
   const { state, config, log, control } = deps;
-  if (!state.store && config.snapshot.mode !== 'never') state.store = createKurrentDBSnapshotStore(config.destination.connectionString, config.name);
+  if (!state.store && config.snapshot.mode !== 'never') state.store = createKurrentDBSnapshotStore(config.destination.connectionString, config.name, config.destination.retry ?? {});
   if (config.snapshot.mode === 'never') {
     // No snapshot of its own, but an interrupted ad hoc snapshot resumes (and queued requests
     // start). With a custom sink (benchmarks) the destination is never contacted: no snapshot state.

@@ -23,7 +23,8 @@
 import { BACKWARDS, END, jsonEvent, KurrentDBClient } from '@kurrent/kurrentdb-client';
 import { decodeSnapshotRequest, isSnapshotFinished, parseSnapshotProgress, type SnapshotProgress, type SnapshotRequest } from '../source/snapshot/index.js';
 import type { Lsn } from '../source/types.js';
-import { readerConnectionString } from '../sink/index.js';
+import { DEFAULT_RETRY, isTransientError, readerConnectionString, type RetryPolicy } from '../sink/index.js';
+import { backoffDelay } from '../sink/retry.js';
 
 export const SNAPSHOT_PROGRESS_EVENT_TYPE = 'SnapshotProgress';
 
@@ -130,15 +131,34 @@ export async function findRequestedProgress(connectionString: string, assembler:
   }
 }
 
-export function createKurrentDBSnapshotStore(connectionString: string, assembler: string): PipelineSnapshotStore {
-  const client = KurrentDBClient.connectionString(readerConnectionString(connectionString));
+/**
+ * The progress store in KurrentDB. A destination outage is waited out (`retryPolicy`: the
+ * pipeline passes the destination's, as the sink's own calls; `maxAttempts` bounds it when set;
+ * without one, as for a CLI command, 5 attempts), with a new client after each transient failure —
+ * a client whose discovery failed stays failed. Other errors get 5 attempts.
+ * (Five attempts of 0.2–1 s on one client were all it had: a KurrentDB outage of a few seconds
+ * during a load or save made `run` exit 1 — found by the chaos run at scale 10.)
+ */
+export function createKurrentDBSnapshotStore(connectionString: string, assembler: string, retryPolicy?: Partial<RetryPolicy>): PipelineSnapshotStore {
+  const url = readerConnectionString(connectionString);
+  let client = KurrentDBClient.connectionString(url);
   const stream = snapshotProgressStreamName(assembler);
+  const policy: RetryPolicy = retryPolicy ? { ...DEFAULT_RETRY, ...retryPolicy } : { ...DEFAULT_RETRY, maxAttempts: 5 };
   const retry = async <T>(what: () => Promise<T>): Promise<T> => {
-    for (let attempt = 1; ; attempt++) {
+    for (let attempt = 1, transient = 0; ; attempt++) {
       try {
         return await what();
       } catch (error) {
-        if ((error as { type?: unknown }).type === 'stream-not-found' || attempt >= 5) throw error;
+        if ((error as { type?: unknown }).type === 'stream-not-found') throw error;
+        if (isTransientError(error)) {
+          transient += 1;
+          if (policy.maxAttempts !== undefined && transient >= policy.maxAttempts) throw error;
+          await new Promise((r) => setTimeout(r, backoffDelay(policy, transient)));
+          await client.dispose().catch(() => undefined);
+          client = KurrentDBClient.connectionString(url);
+          continue;
+        }
+        if (attempt >= 5) throw error;
         await new Promise((r) => setTimeout(r, 200 * attempt));
       }
     }

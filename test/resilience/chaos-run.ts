@@ -2,6 +2,7 @@
 // CHAOS_SCALE and driven by a seeded schedule (CHAOS_SEED repeats it). Run by
 // test/resilience/chaos.test.ts (`npm test`, scale 1) and by `npm run chaos` (default scale 10):
 // the same code.
+// CHAOS_KEEP_LOG=<file> keeps a copy of the assembler's log (the run's temp dir is removed).
 //
 // 1. Source: a PostgreSQL of its own, the invoicing schema, 2,000 × scale customers seeded with
 //    ≈ 3,000 × scale invoices (lines, payments): the large table the initial snapshot reads (in
@@ -19,17 +20,25 @@
 //    the writer (test/support/chaos-writer.ts) writes customers, invoices, lines and payments on
 //    several connections (inserts, updates, deletes, two-table transactions, bulk statements),
 //    retrying across the restarts and recording only what committed.
-//    While the snapshot is unfinished the writer touches customers only: a resumed snapshot reads
-//    the rest of the invoice table at a later state than the exported snapshot (DBLog semantics,
-//    docs/snapshots.md), so invoice writes then would make InvoiceImported unpredictable (issue 17,
-//    "Entity streams begin at their beginning"). Invoices are written once it is done.
+//    The writer starts once the assembler's slot exists (its first progress record) and writes
+//    every table from then on — through the snapshot, the SIGKILL and the PostgreSQL restart that
+//    interrupt it: the plan issues, pays and voids seeded invoices the snapshot has not read yet.
+//    That is exact because of "Entity streams begin at their beginning" (docs/snapshots.md): the
+//    resumed snapshot takes a not-yet-read invoice's record from the before-image of its first
+//    change (REPLICA IDENTITY FULL), i.e. the row at the consistent point, and never reads it
+//    again; so the destination equals an uninterrupted snapshot at the consistent point followed
+//    by the stream — the reference's history, as nothing commits between the reference slot's
+//    creation and the assembler's.
 // 4. End: the writer stops; one last transaction marks the source's final position; the run waits
 //    (with a deadline) until that commit is in KurrentDB and the slot has confirmed it, stops the
 //    assembler with SIGTERM (exit 0), and compares: every expected event exactly once (by event
 //    id), nothing extra, per-stream order as the source history has it, the same data, the
 //    snapshot's rows imported exactly once; the writer's own history (transactions, events per
-//    type) must agree with the reference. Then the comparison is shown to fail on copies of the
-//    destination with one event removed, one duplicated, two swapped.
+//    type) must agree with the reference; and the contract on the invoice streams
+//    (chaos-beginnings.ts): every seeded invoice's stream begins with its one InvoiceImported, no
+//    InvoiceImported follows another event. Then both checks are shown to fail on doctored copies
+//    of the destination (one event removed, one duplicated, two swapped; an import moved behind a
+//    change).
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -39,6 +48,7 @@ import { formatLsn, parseLsn } from '../../src/source/position.js';
 import { compareEvents, expectedFromReference, formatDestinationReport, readDestination, type DestinationEvent, type DestinationReport } from '../../src/testing/verify-destination.js';
 import { createChaosWriter, type ChaosWriter, type WriterHistory } from '../support/chaos-writer.js';
 import { tailOf, waitFor } from './assembler-process.js';
+import { checkStreamBeginnings, formatStreamBeginnings, SNAPSHOT_EVENT, type ImportOrigins, importOrigins, type StreamBeginnings } from './chaos-beginnings.js';
 import { ASSEMBLER, GENERATION, PROGRESS_STREAM, PUBLICATION, REFERENCE, startChaosRig, TABLES, type ChaosRig } from './chaos-rig.js';
 import { emptyTally, killAssembler, perform, planSchedule, restartPostgres, snapshotFinished, type ChaosTally } from './chaos-schedule.js';
 
@@ -57,8 +67,14 @@ export interface ChaosResult {
   readonly history: WriterHistory;
   readonly tally: ChaosTally;
   readonly report: DestinationReport;
-  /** The comparison run on doctored copies of the destination: what it reported for each. */
-  readonly selfCheck: { readonly removed: DestinationReport; readonly duplicated: DestinationReport; readonly swapped: DestinationReport };
+  /** "Entity streams begin at their beginning" on the invoice streams. */
+  readonly beginnings: StreamBeginnings;
+  /** The checks run on doctored copies of the destination: what they reported for each. */
+  readonly selfCheck: { readonly removed: DestinationReport; readonly duplicated: DestinationReport; readonly swapped: DestinationReport; readonly importMoved: StreamBeginnings };
+  /** Where each seeded invoice's InvoiceImported came from (its receipt position). */
+  readonly origins: ImportOrigins;
+  /** Whether the mid-snapshot SIGKILL found the invoice table unfinished (then the resumed snapshot read the rest of it). */
+  readonly killedWhileReadingInvoices: boolean;
   /** Logged by the assembler: replication stream reconnects, and run attempts started over after a lost PostgreSQL connection. */
   readonly reconnects: { readonly stream: number; readonly attempts: number };
   readonly summary: string;
@@ -88,6 +104,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   let seeded = { customers: 0, invoices: 0, lines: 0, payments: 0 };
   let rig: (ChaosRig & { expectedBefore: Awaited<ReturnType<typeof startChaosRig>>['expectedBefore'] }) | null = null;
   const tally = emptyTally();
+  let killedWhileReadingInvoices = false;
   try {
     rig = await startChaosRig(
       dir,
@@ -106,9 +123,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     r.kurrent.setAppendLatency(AIM_LATENCY_MS);
     const first = await r.startAssembler();
     if (first.action !== 'initial-snapshot' || first.generation !== GENERATION) throw new Error(`the first start must take the initial snapshot: ${JSON.stringify(first)}`);
-    // The slot exists once the first progress record is there: only now may anything commit.
+    // The slot exists once the first progress record is there: only now may anything commit (the
+    // reference's snapshot and the assembler's consistent point see the same rows).
     await waitFor('the initial snapshot to record its start', async () => (await r.alive(), r.snapshotProgress() ?? false), { timeoutMs: 120_000 });
-    w.start();
+    w.start(); // every table, invoices too, from here to the end
     // Two faults while the snapshot reads the invoices, in the seed's order: a SIGKILL, and a
     // PostgreSQL restart (fast or immediate) with the assembler left running; both must resume it.
     for (const [i, fault] of snapshotFaults.entries()) {
@@ -123,6 +141,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         { timeoutMs: 300_000, intervalMs: 5 },
       );
       if (fault === 'kill') {
+        killedWhileReadingInvoices = r.snapshotProgress()?.tables.find((t) => t.table === 'public.invoice')?.status === 'running';
         if (!(await killAssembler(r, tally)).midSnapshot) throw new Error(`the kill missed the snapshot: ${tally.lines.join('\n')}`);
       } else {
         await restartPostgres(r, fault, tally);
@@ -132,7 +151,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     }
     r.kurrent.setAppendLatency(0);
 
-    // ── the schedule, beside the writer; invoices once the snapshot is done ──
+    // ── the schedule, beside the writer ──
     const chaos = (async () => {
       for (const action of schedule) {
         await sleep(action.delayMs);
@@ -153,8 +172,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       { timeoutMs: 600_000, intervalMs: 50 },
     ).then(() => {
       snapshotMs = Date.now() - started;
-      w.startInvoices();
-      log(`chaos run: snapshot finished after ${(snapshotMs / 1000).toFixed(1)} s; invoices are written from now on`);
+      log(`chaos run: snapshot finished after ${(snapshotMs / 1000).toFixed(1)} s`);
     });
     snapshotDone.catch(() => undefined);
     try {
@@ -163,7 +181,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     } finally {
       ended = true;
     }
-    await sleep(2_000); // the last fault's recovery overlaps some invoice writing at any scale
+    await sleep(2_000); // the last fault's recovery overlaps some writing at any scale
     const history = await w.stop();
 
     // ── the end: the source's final position reached, a graceful stop, the comparison ──
@@ -173,7 +191,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const logText = await fs.readFile(r.logFile, 'utf8');
     const count = (msg: string) => logText.split('\n').filter((line) => line.includes(`"msg":"${msg}`)).length;
     const reconnects = { stream: count('source: connection lost, reconnecting'), attempts: count('PostgreSQL connection lost outside the replication stream') };
-    const { report, selfCheck } = await compare(r);
+    const consistentPoint = r.snapshotProgress()?.consistentPoint;
+    if (!consistentPoint) throw new Error('the snapshot progress record names no consistent point');
+    const origins = importOrigins((stream) => r.kurrent.readStreamEvents(stream), w.seededInvoiceIds(), parseLsn(consistentPoint));
+    const { report, beginnings, selfCheck } = await compare(r, w.seededInvoiceIds());
     const durationMs = Date.now() - started;
     const events = report.expectedEvents;
     const summary =
@@ -182,20 +203,26 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       `destination outages ${tally.outages} (each ending in a restart), slow-append periods ${tally.slowPeriods}; ` +
       `the assembler reconnected its stream ${reconnects.stream} times and started over in-process ${reconnects.attempts} times; ` +
       `writer retries ${history.stats.retries} (commits in doubt: ${history.stats.unknownCommitted} committed, ${history.stats.unknownAborted} not), ` +
-      `duration ${(durationMs / 1000).toFixed(1)} s (snapshot done at ${(snapshotMs / 1000).toFixed(1)} s, caught up in ${(caughtUp / 1000).toFixed(1)} s) — ${report.ok ? 'destination OK' : 'destination DIFFERS'}`;
+      `duration ${(durationMs / 1000).toFixed(1)} s (snapshot done at ${(snapshotMs / 1000).toFixed(1)} s, caught up in ${(caughtUp / 1000).toFixed(1)} s) — ${report.ok ? 'destination OK' : 'destination DIFFERS'}; ` +
+      `invoice streams: ${beginnings.beginWithImport} of ${beginnings.seeded} seeded begin with their one ${SNAPSHOT_EVENT} (${beginnings.changedAfterImport} changed after it), ${beginnings.importAfterOther.length} with one after another event` +
+      ` — imported by the exported snapshot ${origins.exportedSnapshot}, by resumed chunks ${origins.resumedChunk}, from first changes' before-images ${origins.beforeImage}`;
     log(formatDestinationReport(report, { maxListed: 10 }));
+    log(formatStreamBeginnings(beginnings));
     log(summary);
     const problems = checkAgainstHistory(report, history, seeded.invoices, r.expectedBefore.length);
-    if (!report.ok || problems.length > 0) {
-      throw new Error(`chaos run (seed ${seed}, scale ${scale}) failed:\n${formatDestinationReport(report, { maxListed: 10 })}\n${problems.join('\n')}\nfaults:\n  ${tally.lines.join('\n  ')}\n${summary}`);
+    if (!report.ok || !beginnings.ok || problems.length > 0) {
+      throw new Error(
+        `chaos run (seed ${seed}, scale ${scale}) failed:\n${formatDestinationReport(report, { maxListed: 10 })}\n${formatStreamBeginnings(beginnings)}\n${problems.join('\n')}\nfaults:\n  ${tally.lines.join('\n  ')}\n${summary}`,
+      );
     }
-    return { seed, scale, durationMs, seeded, history, tally, report, selfCheck, reconnects, summary };
+    return { seed, scale, durationMs, seeded, history, tally, report, beginnings, selfCheck, origins, killedWhileReadingInvoices, reconnects, summary };
   } catch (error) {
     if (error instanceof Error && rig) error.message += `\nfaults so far:\n  ${tally.lines.join('\n  ')}\n--- assembler log (tail) ---\n${await tailOf(rig.logFile, 4_000)}`;
     throw error;
   } finally {
     await (writer as ChaosWriter | null)?.stop().catch(() => undefined);
     await rig?.close().catch((error: unknown) => log(`chaos run: cleanup failed: ${String(error)}`));
+    if (process.env['CHAOS_KEEP_LOG']) await fs.copyFile(rig?.logFile ?? path.join(dir, 'assembler.log'), process.env['CHAOS_KEEP_LOG']).catch(() => undefined);
     await fs.rm(dir, { recursive: true, force: true });
   }
 }
@@ -222,8 +249,8 @@ async function catchUp(r: ChaosRig, history: WriterHistory): Promise<number> {
   return Date.now() - from;
 }
 
-/** The destination against the reference, and the same comparison on doctored copies (it must see each change). */
-async function compare(r: ChaosRig & { expectedBefore: Parameters<typeof expectedFromReference>[0]['expectedBefore'] }): Promise<Pick<ChaosResult, 'report' | 'selfCheck'>> {
+/** The destination against the reference and the stream-beginning contract, and the same checks on doctored copies (they must see each change). */
+async function compare(r: ChaosRig & { expectedBefore: Parameters<typeof expectedFromReference>[0]['expectedBefore'] }, seededInvoiceIds: readonly string[]): Promise<Pick<ChaosResult, 'report' | 'beginnings' | 'selfCheck'>> {
   const ignore = (stream: string) => stream.startsWith('$') || stream === `event-assembler.checkpoint-${ASSEMBLER}` || stream === PROGRESS_STREAM;
   const { events, transactions } = await expectedFromReference({
     source: { connection: r.adminUrl, slot: REFERENCE, publication: PUBLICATION, tables: TABLES.map((table) => ({ table, needsOldValues: table === 'public.invoice' })) },
@@ -244,7 +271,11 @@ async function compare(r: ChaosRig & { expectedBefore: Parameters<typeof expecte
   const removed = compareEvents(expected, actual.filter((e) => e !== a), transactions);
   const duplicated = compareEvents(expected, [...actual, ...(a ? [a] : [])], transactions);
   const swapped = compareEvents(expected, actual.map((e) => (e === a ? b! : e === b ? a! : e)), transactions);
-  return { report, selfCheck: { removed, duplicated, swapped } };
+  // A seeded invoice's stream with its InvoiceImported moved behind the change that follows it.
+  const changed = seededInvoiceIds.map((id) => byStream.get(`invoice-${id}`) ?? []).find((events) => events.length > 1) ?? [];
+  const [imported, change] = changed;
+  const importMoved = checkStreamBeginnings(actual.map((e) => (e === imported ? change! : e === change ? imported! : e)), seededInvoiceIds);
+  return { report, beginnings: checkStreamBeginnings(actual, seededInvoiceIds), selfCheck: { removed, duplicated, swapped, importMoved } };
 }
 
 /** What the writer recorded as committed must be what the reference read, type by type. */
