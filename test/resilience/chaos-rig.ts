@@ -7,7 +7,6 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { mappers } from '../../examples/invoicing/index.js';
 import { parseLsn } from '../../src/source/position.js';
@@ -17,7 +16,7 @@ import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testin
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/testing/postgres.js';
 import { createReferenceSlotWithSnapshot, type ExpectedEvent } from '../../src/testing/verify-destination.js';
 import { MARKER_TABLE_SQL } from '../support/resilient-transaction.js';
-import { REPO_ROOT, startAssemblerProcess, tailOf, waitFor, type AssemblerProcess } from './assembler-process.js';
+import { REPO_ROOT, startAssemblerProcess, tailOf, waitForStartDecision, writeInvoicingConfig, type AssemblerProcess } from './assembler-process.js';
 
 export const ASSEMBLER = 'chaos';
 export const PUBLICATION = 'chaos_pub';
@@ -105,23 +104,10 @@ export async function startChaosRig(dir: string, chunkSize: (seeded: number) => 
 
     kurrent = await startInMemoryKurrentDB();
     const logFile = path.join(dir, 'assembler.log');
-    const configFile = path.join(dir, 'assembler.config.ts');
-    await fs.writeFile(
-      configFile,
-      [
-        `import { defineConfig } from ${JSON.stringify(pathToFileURL(path.join(REPO_ROOT, 'src/config/index.ts')).href)};`,
-        `import { mappers } from ${JSON.stringify(pathToFileURL(path.join(REPO_ROOT, 'examples/invoicing/index.ts')).href)};`,
-        `export default defineConfig({`,
-        `  name: ${JSON.stringify(ASSEMBLER)},`,
-        `  source: { connection: 'env:EA_CHAOS_CAPTURE_URL', slot: ${JSON.stringify(SLOT)}, publication: ${JSON.stringify(PUBLICATION)}, tables: ${JSON.stringify(TABLES)}, statusIntervalMs: 1000 },`,
-        `  destination: { connectionString: 'env:EA_CHAOS_KURRENTDB_URL', retry: { initialDelayMs: 20, maxDelayMs: 500 } },`,
-        `  mappers,`,
-        `  contracts: { dir: ${JSON.stringify(path.join(REPO_ROOT, 'contracts/invoicing'))} },`,
-        `  snapshot: { mode: 'initial', chunkSize: ${chunkSize(seededInvoices)} },`,
-        `});`,
-        '',
-      ].join('\n'),
-    );
+    const configFile = await writeInvoicingConfig(path.join(dir, 'assembler.config.ts'), {
+      name: ASSEMBLER, slot: SLOT, publication: PUBLICATION, tables: TABLES, captureEnv: 'EA_CHAOS_CAPTURE_URL', kurrentEnv: 'EA_CHAOS_KURRENTDB_URL',
+      initialSnapshotChunkSize: chunkSize(seededInvoices),
+    });
     const env = {
       EA_CHAOS_CAPTURE_URL: `postgresql://${role}:${password}@${server.host}:${server.port}/${DATABASE}`,
       EA_CHAOS_KURRENTDB_URL: kurrent.connectionString,
@@ -149,24 +135,7 @@ export async function startChaosRig(dir: string, chunkSize: (seeded: number) => 
         const offset = await fs.stat(logFile).then((s) => s.size, () => 0);
         child = startAssemblerProcess(configFile, logFile, env);
         await note(`started assembler pid ${child.pid}`);
-        return waitFor(
-          `the start-up decision of the assembler (pid ${child.pid})`,
-          async () => {
-            await alive();
-            const text = (await fs.readFile(logFile)).subarray(offset).toString('utf8');
-            for (const line of text.split('\n')) {
-              if (!line.startsWith('{')) continue;
-              try {
-                const entry = JSON.parse(line) as Record<string, unknown>;
-                if (entry['msg'] === 'snapshot: decision') return { action: String(entry['action']), generation: (entry['generation'] as string | null) ?? null, code: String(entry['code']) };
-              } catch {
-                // a line cut by a kill: not a decision
-              }
-            }
-            return false;
-          },
-          { timeoutMs: 120_000, intervalMs: 20 },
-        );
+        return waitForStartDecision(child.pid, logFile, offset, alive, 120_000);
       },
       alive,
       snapshotProgress() {
