@@ -12,6 +12,7 @@ import { createAssembler, type Assembler } from '../../src/pipeline/index.js';
 import type { Row } from '../../src/source/types.js';
 import { mappers as invoicingMappers } from '../../examples/invoicing/index.js';
 import type { LogLine, PipelineRig } from './pipeline-rig.js';
+import { contractDocument } from '../support/contract-document.js';
 
 export const SHIPMENT = 'public.shipment';
 
@@ -26,22 +27,11 @@ export async function addShipmentTable(rig: PipelineRig): Promise<void> {
 const weightSchema = { type: ['string', 'null'], pattern: '^-?[0-9]+(\\.[0-9]+)?$', description: 'shipment.weight, a decimal string' };
 
 function shipmentContract(type: string, description: string): object {
-  return {
-    $schema: 'https://json-schema.org/draft/2020-12/schema',
-    $id: `urn:event-assembler:contract:shipping:${type}:v1`,
-    title: `${type} v1`,
-    description,
-    'x-event-type': type,
-    'x-event-version': 1,
-    type: 'object',
-    additionalProperties: false,
+  return contractDocument({
+    domain: 'shipping', type, description,
     required: ['shipmentId', 'carrier', 'weight'],
-    properties: {
-      shipmentId: { type: 'string', minLength: 1 },
-      carrier: { type: 'string', minLength: 1 },
-      weight: weightSchema,
-    },
-  };
+    properties: { shipmentId: { type: 'string', minLength: 1 }, carrier: { type: 'string', minLength: 1 }, weight: weightSchema },
+  });
 }
 
 /** The invoicing contracts and ShipmentRecorded v1 / ShipmentChanged v1, in `dir`/contracts. */

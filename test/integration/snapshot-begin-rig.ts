@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import type { InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
+import { contractDocument } from '../support/contract-document.js';
 
 export const ITEM = 'public.item';
 /** Streams shared by many items (`bucket-<id % BUCKETS>`). */
@@ -13,21 +14,14 @@ export const BUCKETS = 16;
 const BEGINNINGS = new Set(['ItemImported', 'ItemCreated']);
 
 function contract(type: string, description: string, withState: boolean): object {
-  return {
-    $schema: 'https://json-schema.org/draft/2020-12/schema',
-    $id: `urn:event-assembler:contract:items:${type}:v1`,
-    title: `${type} v1`,
-    description,
-    'x-event-type': type,
-    'x-event-version': 1,
-    type: 'object',
-    additionalProperties: false,
+  return contractDocument({
+    domain: 'items', type, description,
     required: withState ? ['itemId', 'version', 'payload'] : ['itemId'],
     properties: {
       itemId: { type: 'integer' },
       ...(withState ? { version: { type: 'integer', minimum: 1 }, payload: { type: 'string' } } : {}),
     },
-  };
+  });
 }
 
 /** Writes the contracts and a config module (mode `initial`) for `event-assembler run --config`; returns the config file. */

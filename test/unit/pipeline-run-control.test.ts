@@ -4,6 +4,7 @@ import { createRedactor } from '../../src/config/redact.js';
 import { EventAssemblerError } from '../../src/errors.js';
 import type { Logger } from '../../src/pipeline/logger.js';
 import { createRunControl, errorInfo } from '../../src/pipeline/run-control.js';
+import { deferred } from '../support/deferred.js';
 
 const CONNECTION = 'postgres://capture:s3cret-pw@db:5432/app';
 
@@ -20,17 +21,6 @@ function recordingLog(): Logger & { lines: { level: string; message: string; fie
 function newControl() {
   const log = recordingLog();
   return { log, control: createRunControl(log, createRedactor([CONNECTION])) };
-}
-
-/** A promise settled from outside. */
-function deferred<T>() {
-  let resolve!: (value: T) => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
 }
 
 afterEach(() => {

@@ -9,18 +9,9 @@ import { receiptToMetadata } from '../../src/sink/receipt.js';
 import { createStreamStates, EMPTY_STREAM, TAIL_READ_CONCURRENCY, type CallStates, type StreamState } from '../../src/sink/stream-states.js';
 import { createTailPrefetch } from '../../src/sink/tail-prefetch.js';
 import type { TailRead, TailReader } from '../../src/sink/tail-reader.js';
+import { deferred } from '../support/deferred.js';
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
-
-function deferred<T>() {
-  let resolve!: (value: T) => void;
-  let reject!: (error: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
 
 /** A tail reader whose reads wait until released; it records the order streams were asked for. */
 function heldReader() {
