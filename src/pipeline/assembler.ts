@@ -30,7 +30,7 @@
  */
 import { parseConfig, type AssemblerConfig, type ResolvedConfig } from '../config/schema.js';
 import { createObservability, type Observability } from '../observability/observability.js';
-import { createAttemptRetries, isSourceConnectionLoss } from './attempt-retry.js';
+import { createAttemptRetries, startsOverAfter } from './attempt-retry.js';
 import { createLogger, type Logger } from './logger.js';
 import { createRunAttempt, type RunAttempt } from './run-attempt.js';
 import { errorInfo } from './run-control.js';
@@ -100,7 +100,7 @@ export function createAssembler(input: AssemblerConfig | ResolvedConfig, deps: A
         } catch (error) {
           // PostgreSQL went away where nothing reconnects (a snapshot's own connections, start-up
           // queries): start over in this process, as a restart would (attempt-retry.ts).
-          if (stopRequested || deps.source || deps.sink || !isSourceConnectionLoss(error)) throw error;
+          if (stopRequested || !startsOverAfter(error, deps)) throw error;
           const { delayMs, failures } = retries.failed();
           log.warn('PostgreSQL connection lost outside the replication stream: starting over as after a restart (a snapshot resumes from what is durable)', {
             error: errorInfo(error), delayMs, failures,

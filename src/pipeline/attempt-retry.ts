@@ -18,6 +18,14 @@ export function isSourceConnectionLoss(error: unknown): boolean {
   return error instanceof Error && /Client has encountered a connection error and is not queryable/.test(error.message);
 }
 
+/**
+ * Whether a failed attempt is followed by a new one: a connection loss (above), when the assembler
+ * opened its source and sink itself (a caller's cannot be opened again).
+ */
+export function startsOverAfter(error: unknown, deps: { readonly source?: unknown; readonly sink?: unknown }): boolean {
+  return !deps.source && !deps.sink && isSourceConnectionLoss(error);
+}
+
 /** First pause before the next attempt; doubles per failure in a row, up to `ATTEMPT_RETRY_MAX_MS`. */
 export const ATTEMPT_RETRY_INITIAL_MS = 500;
 export const ATTEMPT_RETRY_MAX_MS = 30_000;

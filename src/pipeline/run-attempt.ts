@@ -14,7 +14,7 @@ import { createPostgresSource, type PostgresSource, type SlotHolder } from '../s
 import { compareLsn } from '../source/position.js';
 import type { Lsn } from '../source/types.js';
 import { createAppender, type Appender } from './appender.js';
-import { isSourceConnectionLoss } from './attempt-retry.js';
+import { startsOverAfter } from './attempt-retry.js';
 import { createCheckpointCoordinator } from './checkpoint-coordinator.js';
 import { createCheckpointWriter, type CheckpointWriter } from './checkpoint-writer.js';
 import { createContractCheck, type ContractCheck } from './contract-check.js';
@@ -312,7 +312,7 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
     const summary = runSummary(stopReason ?? reason, { stats, acknowledgedLsn: checkpoints.acknowledgedLsn, mode, startedAt: input.startedAt, snapshots });
     if (control.fatal) {
       state = 'failed';
-      if (!deps.source && !deps.sink && isSourceConnectionLoss(control.fatal)) {
+      if (startsOverAfter(control.fatal, deps)) {
         log.warn('run attempt ended: PostgreSQL connection lost (a new attempt follows)', { ...summary, error: errorInfo(control.fatal) });
       } else {
         log.error('assembler stopped after a fatal error', { ...summary, error: errorInfo(control.fatal) });

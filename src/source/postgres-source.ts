@@ -117,7 +117,8 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
   const config = parsePostgresSourceOptions(options);
   const connection: pg.ClientConfig = typeof config.connection === 'string' ? { connectionString: config.connection } : (config.connection as pg.ClientConfig);
   const publications = typeof config.publication === 'string' ? [config.publication] : config.publication;
-  const relations = createRelationRegistry({ captured: options.tables.map((t) => (typeof t === 'string' ? t : t.table)) });
+  const capturedTables = options.tables.map((t) => (typeof t === 'string' ? t : t.table));
+  const relations = createRelationRegistry({ captured: capturedTables });
   for (const t of options.tables) {
     if (typeof t !== 'string' && t.requiredColumns?.length) relations.requireColumns(t.table, t.requiredColumns);
   }
@@ -164,7 +165,7 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
     fail(error instanceof Error ? error : new Error(String(error)));
   }
 
-  const captured = new Set(options.tables.map((t) => (typeof t === 'string' ? t : t.table)));
+  const captured = new Set(capturedTables);
   const uncaptured = new Set<QualifiedTable>();
   /** pgoutput describes a table before its first change in a session: one that is not captured joined the publication meanwhile. */
   function noteRelation(message: RelationMessage): void {
