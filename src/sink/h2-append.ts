@@ -16,9 +16,8 @@
  */
 import type { KurrentDBClient } from '@kurrent/kurrentdb-client';
 import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_grpc_pb.js';
-import v2StreamsPb from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_pb.js';
-import { createH2GrpcCaller, forEachGrpcMessage, grpcFrame } from './h2-grpc.js';
-import { encodeAppendRequest, type EncodedStreamAppend, type MultiStreamAppendResult } from './v2-append.js';
+import { createH2GrpcCaller, forEachGrpcMessage } from './h2-grpc.js';
+import { decodeAppendSessionResponse, encodeAppendSessionBody, type EncodedStreamAppend, type MultiStreamAppendResult } from './v2-append-session.js';
 
 const PATH = '/kurrentdb.protocol.v2.streams.StreamsService/AppendSession';
 
@@ -29,17 +28,13 @@ export interface H2AppendTransport {
 
 /** The one AppendSessionResponse of a call. */
 function decodeResponse(data: Buffer): MultiStreamAppendResult {
-  let response: v2StreamsPb.AppendSessionResponse | null = null;
+  let response: MultiStreamAppendResult | null = null;
   forEachGrpcMessage(data, (bytes, start, end) => {
     if (response) throw new Error('more than one response message');
-    response = v2StreamsPb.AppendSessionResponse.deserializeBinary(new Uint8Array(bytes.buffer, bytes.byteOffset + start, end - start));
+    response = decodeAppendSessionResponse(bytes, start, end);
   });
   if (!response) throw new Error('no response message');
-  const r: v2StreamsPb.AppendSessionResponse = response;
-  return {
-    position: BigInt(r.getPosition()),
-    responses: r.getOutputList().map((output) => ({ streamName: output.getStream(), revision: BigInt(output.getStreamRevision()) })),
-  };
+  return response;
 }
 
 export function createH2AppendTransport(client: KurrentDBClient): H2AppendTransport | null {
@@ -47,7 +42,7 @@ export function createH2AppendTransport(client: KurrentDBClient): H2AppendTransp
   if (!caller) return null;
   return {
     append(requests) {
-      const body = Buffer.concat(requests.map((r) => grpcFrame(encodeAppendRequest(r.streamName, r.expectedState, r.records))));
+      const body = encodeAppendSessionBody(requests);
       return caller.call(v2StreamsGrpc.StreamsServiceClient, 'multiStreamAppend', PATH, body, decodeResponse);
     },
     close() {

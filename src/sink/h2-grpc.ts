@@ -31,7 +31,7 @@ interface ClientInternals extends BaseClientInternals {
 
 export interface H2GrpcCaller {
   /**
-   * Sends `body` (gRPC-framed messages, see `grpcFrame`) to `path` as one HTTP/2 request through
+   * Sends `body` (gRPC-framed messages: flag 0, 4-byte big-endian length, the message) to `path` as one HTTP/2 request through
    * the client's `execute` with `service` (the generated grpc-js client class whose channel the
    * client keys; `debugName` is for its debug log). Once the call ends with status OK, resolves
    * with `decode(the response body)` (its gRPC frames; see `forEachGrpcMessage`); a non-OK status,
@@ -55,15 +55,6 @@ function authorityOf(target: string): string {
   let rest = target.replace(/^dns:(\/\/[^/]*\/)?/, '');
   if (rest.startsWith('//')) rest = rest.slice(2);
   return rest;
-}
-
-/** One gRPC message on the wire: uncompressed flag, 4-byte big-endian length, the message. */
-export function grpcFrame(message: Buffer): Buffer {
-  const framed = Buffer.allocUnsafe(5 + message.length);
-  framed[0] = 0;
-  framed.writeUInt32BE(message.length, 1);
-  message.copy(framed, 5);
-  return framed;
 }
 
 /** Calls `each(data, start, end)` for every message of a response body; throws when the framing is broken. */

@@ -24,6 +24,9 @@ import commandErrors from '@kurrent/kurrentdb-client/dist/utils/CommandError.js'
 import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_grpc_pb.js';
 import v2StreamsPb from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_pb.js';
 import { fieldSize, LEN, VARINT, writeVarint } from './protobuf-wire.js';
+import { encodeAppendRequest, type EncodedStreamAppend, type MultiStreamAppendResult } from './v2-append-session.js';
+
+export { encodeAppendRequest, type EncodedStreamAppend, type MultiStreamAppendResult, type WireExpectedState } from './v2-append-session.js';
 
 const SCHEMA_FORMAT_JSON = 1;
 
@@ -275,54 +278,6 @@ function encodeGeneral(id: string, type: string, data: Buffer, properties: Reado
   o += data.copy(buffer, o);
   if (o !== size) throw new Error(`encodeAppendRecordSized: wrote ${o} of ${size} bytes`);
   return { record: buffer, size: data.length + json + typeLength };
-}
-
-export type WireExpectedState = bigint | 'no_stream' | 'any' | 'stream_exists';
-
-function expectedRevision(state: WireExpectedState): bigint {
-  if (typeof state === 'bigint') return state;
-  return state === 'no_stream' ? -1n : state === 'any' ? -2n : -4n;
-}
-
-/** AppendRequest for one stream: its name, its expected revision, its encoded records. */
-export function encodeAppendRequest(stream: string, expected: WireExpectedState, records: readonly Buffer[]): Buffer {
-  const revision = expectedRevision(expected);
-  const zigzag = revision >= 0n ? revision * 2n : -revision * 2n - 1n;
-  const revisionBytes: number[] = [];
-  for (let z = zigzag; ; ) {
-    const low = Number(z & 0x7fn);
-    z >>= 7n;
-    if (z === 0n) {
-      revisionBytes.push(low);
-      break;
-    }
-    revisionBytes.push(low | 0x80);
-  }
-  const streamLength = Buffer.byteLength(stream, 'utf8');
-  let size = fieldSize(streamLength) + 1 + revisionBytes.length;
-  for (const record of records) size += fieldSize(record.length);
-  const buffer = Buffer.allocUnsafe(size);
-  let o = lenField(buffer, 0, 1, streamLength);
-  o += buffer.write(stream, o, 'utf8');
-  for (const record of records) {
-    o = lenField(buffer, o, 2, record.length);
-    o += record.copy(buffer, o);
-  }
-  buffer[o++] = (3 << 3) | VARINT;
-  for (const b of revisionBytes) buffer[o++] = b;
-  if (o !== size) throw new Error(`encodeAppendRequest: wrote ${o} of ${size} bytes`);
-  return buffer;
-}
-
-export interface EncodedStreamAppend {
-  readonly streamName: string;
-  readonly expectedState: WireExpectedState;
-  readonly records: readonly Buffer[];
-}
-
-export interface MultiStreamAppendResult {
-  readonly position: bigint;
-  readonly responses: readonly { readonly streamName: string; readonly revision: bigint }[];
 }
 
 /** The parts of the client this relies on (present in @kurrent/kurrentdb-client 1.x, not in its typings). */
