@@ -3,6 +3,7 @@
 //   npm run bench:downtime                                   # 200,000 streams, 20,000 updates, 3 rounds
 //   EA_BENCH_DOWNTIME_STREAMS=20000 EA_BENCH_DOWNTIME_UPDATES=5000 EA_BENCH_DOWNTIME_ROUNDS=1 npm run bench:downtime
 //   EA_BENCH_DOWNTIME_BUILDS=before=.tmp/bench-build-base,after=.tmp/bench-build npm run bench:downtime
+//   EA_BENCH_DOWNTIME_LOG=.tmp/downtime.log …                  # keeps the assemblers' log
 //
 // The orders table (test/support/orders) gets EA_BENCH_DOWNTIME_STREAMS orders in one bulk INSERT,
 // drained by the assembler (every order a stream in the in-memory KurrentDB, its own process).
@@ -17,7 +18,7 @@
 // /proc/<pid>/stat over the drain. Reported: each run, and per build the median of the rounds'
 // downtime / streaming ratios with their spread. The load average is read before anything starts.
 // Prints a markdown report (EA_BENCH_WRITE=1 also writes bench/results/<date>-downtime.md).
-import { existsSync } from 'node:fs';
+import { copyFileSync, existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startEmbeddedPostgres } from '../src/testing/postgres.js';
@@ -97,6 +98,8 @@ try {
       }
     }
   } finally {
+    // EA_BENCH_DOWNTIME_LOG=<file>: keep the assemblers' log (it goes with the rig's directory otherwise).
+    if (process.env.EA_BENCH_DOWNTIME_LOG && existsSync(rig.logFile)) copyFileSync(rig.logFile, process.env.EA_BENCH_DOWNTIME_LOG);
     await rig.close();
   }
 } finally {

@@ -6,7 +6,7 @@
  * An unreachable KurrentDB is waited for like PostgreSQL (startup.ts); a stop ends the wait.
  */
 import type { ResolvedConfig } from '../config/schema.js';
-import { createKurrentDBSink, isTlsFailure, isTransientError, kurrentdbAddress, SinkError, type KurrentDBSink, type Sink, type SinkMode } from '../sink/index.js';
+import { createKurrentDBSink, isTlsFailure, isTransientError, kurrentdbAddress, SinkError, stateStreamName, type KurrentDBSink, type Sink, type SinkMode } from '../sink/index.js';
 import { DestinationConnectionError, StartupUnavailableError } from './errors.js';
 import type { Logger } from './logger.js';
 import { StopBeforeStart, type RunControl } from './run-control.js';
@@ -104,7 +104,8 @@ export async function openDestination(
     const options = sinkOptions(config, log, guard);
     const [checkpointSide, appendSide, lastSide, sourceSide] = await Promise.allSettled([
       failFast(createKurrentDBSink({ ...options, logger: { info() {}, warn: log.warn } })),
-      failFast(createKurrentDBSink(options)),
+      // The append sink carries what it knows of its streams over a stop (sink/state-carry.ts).
+      failFast(createKurrentDBSink({ ...options, stateStream: stateStreamName(config.name) })),
       failFast(retryAtStartup({ name: 'KurrentDB', address }, () => readLastCheckpoint(config.destination.connectionString, config.name, control), { guard, log, transient: isTransientError })),
       source,
     ]);

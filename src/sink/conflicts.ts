@@ -36,14 +36,24 @@ export function conflictError(
 }
 
 /**
- * After a wrong-expected-version on a stream whose state we knew: re-read the tail. If its
+ * After a wrong-expected-version on a stream whose state we knew: re-read the tail (a state
+ * carried over a restart that was out of date is a cache miss, nothing more: re-plan). If its
  * receipt is ours and at or past the first event we tried (or of the same unit numbered in the
  * other scope: the re-plan tells by id), an earlier attempt landed — the caller re-plans.
  * Otherwise: another writer. Says whether the stream's revision moved (progress).
  */
 export async function explainConflict(ctx: SinkContext, stream: string, expected: Revision, first: Receipt, known: CallStates, cause: unknown): Promise<boolean> {
-  await ctx.states.refresh([stream], known);
+  const wasCarried = known.get(stream)?.carried === true;
+  // Carried over a restart (state-carry.ts): hints, which the first conflict ends — their streams
+  // are first touches again, and this call's are read now with the stream in conflict.
+  const dropped = ctx.states.distrustCarried();
+  const toRead = new Set([stream]);
+  for (const [name, state] of known) if (state.carried) toRead.add(name);
+  if (dropped > 0) ctx.logger.info('kurrentdb sink: a stream had moved since its state was carried over the restart; carried states are not used from now on', { stream, dropped, readNow: toRead.size });
+  await ctx.states.refresh(toRead, known);
   const fresh = known.get(stream)!;
+  // A carried state that was out of date: as a cache miss — re-plan with the tail as it is now.
+  if (wasCarried) return fresh.revision !== expected;
   const theirs = fresh.receipt;
   if (theirs && receiptsComparable(theirs, first) && (!ordinalsComparable(theirs, first) || compareReceipts(theirs, first) >= 0)) {
     ctx.logger.info('kurrentdb sink: an earlier attempt had landed; continuing after its receipt', {

@@ -7,7 +7,8 @@
  * Shapes are in `types.ts`; the KurrentDB implementation is `kurrentdb-sink.ts` (wiring), with
  * its steps beside it: `stream-states.ts` (what is known of each stream, tail reads),
  * `plan.ts` (what remains to append, cut into appends), `multi-stream.ts` and `per-stream.ts`
- * (the two ways of appending), `units.ts` (batches → events with receipts → outcomes);
+ * (the two ways of appending), `units.ts` (batches → events with receipts → outcomes),
+ * `state-carry.ts` (what is known of the streams, carried over a stop);
  * receipts (how a replay is recognised) are in `receipt.ts`.
  */
 export type * from './types.js';
@@ -41,3 +42,4 @@ export { SinkError, OversizedEventError, StreamConflictError, type SinkErrorCode
 export { eventSizeOnDisk } from './encoding.js';
 export { DEFAULT_RETRY, isTlsFailure, isTransientError, type RetryPolicy } from './retry.js';
 export { kurrentdbAddress, readerConnectionString } from './reader-connection.js';
+export { stateStreamName } from './state-carry.js';

@@ -31,6 +31,7 @@ import { parseOptions, type KurrentDBSinkOptions, type SinkLogger } from './opti
 import { kurrentdbAddress } from './reader-connection.js';
 import { appendStreams, PER_STREAM_CONCURRENCY } from './per-stream.js';
 import { backoffDelay, isTransientError } from './retry.js';
+import { loadStates, saveStates } from './state-carry.js';
 import { createStreamStates, type CallStates } from './stream-states.js';
 import { createTailReader } from './tail-reader.js';
 import type { AppendOutcome, KurrentDBSink, SinkBatch, SinkStatus } from './types.js';
@@ -94,6 +95,39 @@ async function serverSupportsMultiStreamAppend(client: KurrentDBClient): Promise
   const supports = (client as unknown as { supports?: (method: { path: string }) => Promise<boolean> }).supports;
   if (typeof supports !== 'function') return 'unknown';
   return supports(v2StreamsGrpc.StreamsServiceService.appendSession);
+}
+
+/** Longest wait for the stream states to be written at close (a server that is down gets no save: the next start learns afresh). */
+const CARRY_SAVE_TIMEOUT_MS = 5_000;
+
+/** At start: the states the previous sink of this assembler carried over its stop, taken as hints. Never fails the start. */
+async function takeCarriedStates(ctx: SinkContext, stream: string, signal: AbortSignal): Promise<void> {
+  const started = Date.now();
+  try {
+    const states = await ctx.retrying('load-stream-states', { stream }, () => untilAborted(loadStates(ctx.client, stream, ctx.config.assembler), signal));
+    const taken = ctx.states.adoptCarried(states);
+    if (taken > 0) ctx.logger.info('kurrentdb sink: stream states carried over from the last stop', { stream, states: taken, ms: Date.now() - started });
+  } catch (error) {
+    if (signal.aborted) throw error;
+    ctx.logger.warn('kurrentdb sink: could not read the stream states carried over from the last stop; every stream is learned afresh', { stream, error: errorMessage(error) });
+  }
+}
+
+/** At close: what the sink knows of its streams, for the next start. Never fails the close. */
+async function carryStates(ctx: SinkContext, stream: string): Promise<void> {
+  if (ctx.states.size === 0) return;
+  if (ctx.stats.state === 'retrying') {
+    // KurrentDB is not answering: a stop must not wait for it; the next start learns afresh.
+    ctx.logger.info('kurrentdb sink: stream states not saved (KurrentDB is not answering)', { stream });
+    return;
+  }
+  const started = Date.now();
+  try {
+    const parts = await withTimeout(saveStates(ctx.client, stream, ctx.states.carry()), CARRY_SAVE_TIMEOUT_MS, 'save-stream-states');
+    ctx.logger.info('kurrentdb sink: stream states saved for the next start', { stream, states: ctx.states.size, parts, ms: Date.now() - started });
+  } catch (error) {
+    ctx.logger.warn('kurrentdb sink: could not save the stream states; the next start learns every stream afresh', { stream, error: errorMessage(error) });
+  }
 }
 
 /**
@@ -253,6 +287,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   // The log head is read before the first optimistic append; the first read through a new
   // client's native bridge takes ~0.5 s, so start it now, while the caller finishes starting up.
   ctx.states.warmUp();
+  if (config.stateStream !== null) await takeCarriedStates(ctx, config.stateStream, closing.signal);
 
   return {
     get mode() {
@@ -299,6 +334,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
       closed = true;
       closing.abort();
       await Promise.all([queue, ...inFlightMany]);
+      if (config.stateStream !== null) await carryStates(ctx, config.stateStream);
       h2?.close();
       await Promise.allSettled([client.dispose(), reader.close()]);
       ctx.states.clear();

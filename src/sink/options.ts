@@ -57,6 +57,13 @@ export interface KurrentDBSinkOptions {
    * @default 100000
    */
   readonly maxCachedStreams?: number;
+  /**
+   * Stream that carries the stream-state cache over a restart (state-carry.ts): written when the
+   * sink closes, read back (once) when the next sink of the assembler starts, so a backlog after
+   * downtime does not read every stream's tail again. `false`: every start learns afresh.
+   * @default false (the pipeline turns it on: `event-assembler.streams-<assembler>`)
+   */
+  readonly stateStream?: string | false;
   /** @default silent */
   readonly logger?: SinkLogger;
   readonly hooks?: SinkHooks;
@@ -90,6 +97,7 @@ const OptionsSchema = z.object({
   checkpointStream: z.union([z.string().min(1), z.literal(false)]).optional(),
   timeoutMs: z.number().int().positive().optional(),
   maxCachedStreams: z.number().int().positive().optional(),
+  stateStream: z.union([z.string().min(1), z.literal(false)]).optional(),
 });
 
 export interface SinkConfig {
@@ -101,6 +109,7 @@ export interface SinkConfig {
   readonly checkpointStream: string | null;
   readonly timeoutMs: number;
   readonly maxCachedStreams: number;
+  readonly stateStream: string | null;
 }
 
 export function parseOptions(options: KurrentDBSinkOptions): SinkConfig {
@@ -127,5 +136,6 @@ export function parseOptions(options: KurrentDBSinkOptions): SinkConfig {
     checkpointStream: o.checkpointStream === false ? null : (o.checkpointStream ?? checkpointStreamName(o.assembler)),
     timeoutMs: o.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     maxCachedStreams: o.maxCachedStreams ?? 100_000,
+    stateStream: o.stateStream === undefined || o.stateStream === false ? null : o.stateStream,
   };
 }

@@ -26,6 +26,8 @@ import { compareUnits, receiptAt, receiptFromMetadata, receiptsComparable, scope
 import type { SinkLogger } from './options.js';
 import type { TailReader } from './tail-reader.js';
 import { createTailPrefetch } from './tail-prefetch.js';
+import type { CarriedState } from './state-carry.js';
+import { createLimiter, createLru } from './state-cache.js';
 
 export type Revision = bigint | typeof NO_STREAM;
 
@@ -34,6 +36,8 @@ export interface StreamState {
   readonly revision: Revision;
   readonly receipt: Receipt | null;
   readonly tail: { readonly id: string; readonly type: string; readonly revision: bigint } | null;
+  /** Carried over a restart (state-carry.ts), not yet confirmed by an append or a read of this process. */
+  readonly carried?: boolean;
 }
 
 /**
@@ -51,7 +55,13 @@ class KnownState implements StreamState {
     private readonly scope: ReceiptScope,
     private readonly tailId: string | null = null,
     private readonly tailType: string | null = null,
+    readonly carried = false,
   ) {}
+
+  /** What carries this state over a restart (state-carry.ts). */
+  toCarried(stream: string): CarriedState {
+    return { stream, revision: this.revision, unit: this.unit, ordinal: this.ordinal, count: this.count, scope: this.scope };
+  }
 
   get receipt(): Receipt | null {
     return this.unit && receiptAt(this.unit, this.ordinal, this.count, this.scope);
@@ -145,78 +155,18 @@ export interface StreamStates {
   unitIds(stream: string, unit: ReceiptUnit): Promise<Set<string>>;
   /** Starts reading the log head (before the first optimistic append needs it). */
   warmUp(): void;
+  /** The cached states of streams whose tail is ours or foreign, as known (to carry over a restart; least recently used first). */
+  carry(): Generator<CarriedState>;
+  /** Takes states carried over from the previous sink into the cache, marked as carried (hints); gives how many were taken. */
+  adoptCarried(states: Iterable<CarriedState>): number;
+  /**
+   * A carried state met a stream that had moved: no carried state is trusted from now on (they
+   * are dropped from the cache; their streams are first touches again). Gives how many were dropped.
+   */
+  distrustCarried(): number;
   readonly size: number;
   readonly firstTouch: 'optimistic' | 'read';
   clear(): void;
-}
-
-/**
- * Stream states, the least recently used forgotten: two generations of at most half the capacity
- * each — what is used moves to the young one; when it is full the old one is dropped whole. Every
- * operation is O(1). (A single Map in LRU order — delete the first key on each insert — gets
- * slower with every eviction: V8 keeps deleted entries as holes that iterating from the front
- * must skip until the table is rebuilt; a bulk insert of 1,000,000 new streams through a
- * 100,000-entry cache ran at a third of the speed of 150,000.)
- */
-function createLru(capacity: number, onEvict: () => void) {
-  const half = Math.max(1, Math.ceil(capacity / 2));
-  let young = new Map<string, StreamState>();
-  let old = new Map<string, StreamState>();
-  function put(stream: string, state: StreamState): void {
-    if (!young.has(stream) && young.size >= half) {
-      if (old.size > 0) onEvict();
-      old = young;
-      young = new Map();
-    }
-    young.set(stream, state);
-  }
-  return {
-    get(stream: string): StreamState | undefined {
-      const state = young.get(stream);
-      if (state) return state;
-      const aged = old.get(stream);
-      if (aged) {
-        old.delete(stream);
-        put(stream, aged);
-      }
-      return aged;
-    },
-    /** Whether `stream` is cached, without touching its recency. */
-    has(stream: string): boolean {
-      return young.has(stream) || old.has(stream);
-    },
-    set(stream: string, state: StreamState): void {
-      old.delete(stream);
-      put(stream, state);
-    },
-    delete(stream: string): boolean {
-      return young.delete(stream) || old.delete(stream);
-    },
-    clear(): void {
-      young.clear();
-      old.clear();
-    },
-    get size(): number {
-      return young.size + old.size;
-    },
-  };
-}
-
-/** At most `limit` of the tasks run at once; waiting `later` tasks (look-ahead reads) start after every other waiting one. */
-function createLimiter(limit: number) {
-  let running = 0;
-  const waiting: (() => void)[] = [];
-  const waitingLater: (() => void)[] = [];
-  return async function run<T>(task: () => Promise<T>, later = false): Promise<T> {
-    if (running >= limit) await new Promise<void>((resolve) => (later ? waitingLater : waiting).push(resolve));
-    running += 1;
-    try {
-      return await task();
-    } finally {
-      running -= 1;
-      (waiting.shift() ?? waitingLater.shift())?.();
-    }
-  };
 }
 
 export function deletedError(stream: string, cause: unknown): SinkError {
@@ -248,6 +198,36 @@ async function readTailState(reader: TailReader, intern: (receipt: Receipt) => R
   }
 }
 
+/** Carrying the cache over a restart (state-carry.ts): out, in as hints, and the end of trusting them. */
+function createCarrying(cache: ReturnType<typeof createLru<StreamState>>, intern: (receipt: Receipt) => ReceiptUnit, capacity: number): Pick<StreamStates, 'carry' | 'adoptCarried' | 'distrustCarried'> {
+  /** Whether carried states may still be in the cache. */
+  let carriedLeft = false;
+  return {
+    *carry() {
+      for (const [stream, state] of cache.entries()) if (state instanceof KnownState) yield state.toCarried(stream);
+    },
+    adoptCarried(states) {
+      let n = 0;
+      for (const c of states) {
+        if (cache.size >= capacity) break;
+        const unit = c.unit ? intern(receiptAt(c.unit, c.ordinal, c.count, c.scope)) : null;
+        cache.set(c.stream, new KnownState(c.revision, unit, c.ordinal, c.count, c.scope, null, null, true));
+        n += 1;
+      }
+      carriedLeft = n > 0;
+      return n;
+    },
+    distrustCarried() {
+      if (!carriedLeft) return 0;
+      carriedLeft = false;
+      const carried: string[] = [];
+      for (const [stream, state] of cache.entries()) if (state.carried) carried.push(stream);
+      for (const stream of carried) cache.delete(stream);
+      return carried.length;
+    },
+  };
+}
+
 export function createStreamStates(options: StreamStatesOptions): StreamStates {
   const { reader, logger, retrying, stats } = options;
   // The log head (commit position of its last record), read once before the first optimistic
@@ -261,13 +241,14 @@ export function createStreamStates(options: StreamStatesOptions): StreamStates {
   const forgetting = (): void => {
     if (typeof logHead === 'bigint' && highestSeen > logHead) logHead = highestSeen;
   };
-  const cache = createLru(options.maxCachedStreams, forgetting);
+  const cache = createLru<StreamState>(options.maxCachedStreams, forgetting);
   /** Streams whose state was dropped (a failure): their next touch reads the tail first. Bounded: cleared past the cache's capacity (then a dropped stream costs an optimistic attempt, answered by its receipt). */
   const mustRead = new Set<string>();
   const limited = createLimiter(TAIL_READ_CONCURRENCY);
   const intern = createUnitInterner();
   let firstTouch: 'optimistic' | 'read' = 'optimistic';
   let window = { reads: 0, missing: 0 };
+  const carrying = createCarrying(cache, intern, options.maxCachedStreams);
 
   function optimisticHead(): Promise<bigint | null> {
     logHeadRead ??= (async () => {
@@ -443,6 +424,7 @@ export function createStreamStates(options: StreamStatesOptions): StreamStates {
     warmUp() {
       void optimisticHead().catch(() => undefined);
     },
+    ...carrying,
     get size() {
       return cache.size;
     },
