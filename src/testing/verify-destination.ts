@@ -72,8 +72,9 @@ export interface VerifyDestinationOptions {
   readonly expectedBefore?: readonly ExpectedEvent[];
   /**
    * Destination streams left out of the comparison. Default: system streams (`$…`), the
-   * assembler's checkpoint stream (`event-assembler.checkpoint-<assembler>`) and its snapshot
-   * progress stream (`event-assembler.snapshot-<assembler>`). The failed-records
+   * assembler's checkpoint stream (`event-assembler.checkpoint-<assembler>`), its snapshot
+   * progress stream (`event-assembler.snapshot-<assembler>`) and the stream states it carries
+   * over a stop (`event-assembler.streams-<assembler>`). The failed-records
    * stream is compared: parked records are expected only where the reference parks them too.
    */
   readonly ignoreStream?: (stream: string) => boolean;
@@ -328,7 +329,8 @@ export function compareEvents(expected: readonly ExpectedEvent[], actual: readon
 export async function verifyDestination(options: VerifyDestinationOptions): Promise<DestinationReport> {
   const checkpointStream = `event-assembler.checkpoint-${options.assembler}`;
   const snapshotProgressStream = `event-assembler.snapshot-${options.assembler}`;
-  const ignoreStream = options.ignoreStream ?? ((stream: string) => stream.startsWith('$') || stream === checkpointStream || stream === snapshotProgressStream);
+  const stateStream = `event-assembler.streams-${options.assembler}`;
+  const ignoreStream = options.ignoreStream ?? ((stream: string) => stream.startsWith('$') || stream === checkpointStream || stream === snapshotProgressStream || stream === stateStream);
   const { events, transactions } = await expectedFromReference(options);
   const actual = await readDestination(options.destination.connectionString, ignoreStream);
   return compareEvents(

@@ -251,7 +251,7 @@ async function catchUp(r: ChaosRig, history: WriterHistory): Promise<number> {
 
 /** The destination against the reference and the stream-beginning contract, and the same checks on doctored copies (they must see each change). */
 async function compare(r: ChaosRig & { expectedBefore: Parameters<typeof expectedFromReference>[0]['expectedBefore'] }, seededInvoiceIds: readonly string[]): Promise<Pick<ChaosResult, 'report' | 'beginnings' | 'selfCheck'>> {
-  const ignore = (stream: string) => stream.startsWith('$') || stream === `event-assembler.checkpoint-${ASSEMBLER}` || stream === PROGRESS_STREAM;
+  const ignore = (stream: string) => stream.startsWith('$') || stream === `event-assembler.checkpoint-${ASSEMBLER}` || stream === PROGRESS_STREAM || stream === `event-assembler.streams-${ASSEMBLER}`;
   const { events, transactions } = await expectedFromReference({
     source: { connection: r.adminUrl, slot: REFERENCE, publication: PUBLICATION, tables: TABLES.map((table) => ({ table, needsOldValues: table === 'public.invoice' })) },
     destination: { connectionString: r.kurrent.connectionString },

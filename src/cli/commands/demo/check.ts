@@ -4,6 +4,7 @@
 import { FORWARDS, KurrentDBClient, START } from '@kurrent/kurrentdb-client';
 import pg from 'pg';
 import { failedRecordsStream, type AnyMapper } from '../../../mapping/index.js';
+import { stateStreamName } from '../../../sink/index.js';
 import { verifyDestination, type DestinationReport, type ExpectedEvent } from '../../../testing/verify-destination.js';
 import { withClient } from './connections.js';
 import type { DemoNames } from './names.js';
@@ -29,10 +30,12 @@ export async function checkDestination(settings: CheckSettings): Promise<CheckRe
   const streamPrefixes = names.idPrefix ? [`customer-${names.idPrefix}_`, `invoice-${names.idPrefix}_`] : null;
   const checkpointStream = `event-assembler.checkpoint-${names.assembler}`;
   const snapshotStream = `event-assembler.snapshot-${names.assembler}`;
+  const carriedStates = stateStreamName(names.assembler);
   const ignoreStream = (stream: string) =>
     stream.startsWith('$') ||
     stream === checkpointStream ||
     stream === snapshotStream ||
+    stream === carriedStates ||
     (streamPrefixes !== null && stream !== failedRecordsStream(names.assembler) && !streamPrefixes.some((p) => stream.startsWith(p)));
   const report = await verifyDestination({
     source: { connection: settings.capture, slot: names.referenceSlot, publication: names.publication },
