@@ -1,10 +1,12 @@
 // The sink alone: appendMany of invoicing-like units (one event each, the pipeline's metadata)
-// against the in-memory KurrentDB in its own process; CPU µs per unit in this process.
+// against the in-memory KurrentDB in its own process; CPU µs per unit in this process and in the
+// server's (read from /proc, Linux; one event per unit, so per unit = per event).
 //   node --import tsx bench/sink.bench.ts [units=20000] [batch=256]
 import { randomUUID } from 'node:crypto';
 import { createKurrentDBSink } from '../src/sink/index.js';
 import type { SinkBatch } from '../src/sink/index.js';
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
+import { cpuSeconds } from './lib/proc-cpu.js';
 
 const UNITS = Number(process.argv[2] ?? 20_000);
 const BATCH = Number(process.argv[3] ?? 256);
@@ -28,9 +30,12 @@ const unit = (n: number): SinkBatch => {
 const cpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1000; };
 await sink.appendMany(Array.from({ length: 100 }, (_, i) => unit(1_000_000 + i))); // warm-up
 const c0 = cpu();
+const s0 = cpuSeconds(server.pid);
 const t0 = performance.now();
 for (let i = 0; i < UNITS; i += BATCH) await sink.appendMany(Array.from({ length: Math.min(BATCH, UNITS - i) }, (_, j) => unit(i + j)));
 const seconds = (performance.now() - t0) / 1000;
-console.log(`sink.appendMany: ${UNITS} units in batches of ${BATCH}: ${seconds.toFixed(2)} s, ${Math.round(UNITS / seconds)} units/s, ${Math.round(((cpu() - c0) * 1000) / UNITS)} µs CPU/unit in this process`);
+const s1 = cpuSeconds(server.pid);
+const serverText = s0 === null || s1 === null ? 'server CPU unknown' : `${Math.round(((s1 - s0) * 1e6) / UNITS)} µs CPU/unit in the server`;
+console.log(`sink.appendMany: ${UNITS} units in batches of ${BATCH}: ${seconds.toFixed(2)} s, ${Math.round(UNITS / seconds)} units/s, ${Math.round(((cpu() - c0) * 1000) / UNITS)} µs CPU/unit in this process, ${serverText}`);
 await sink.close();
 await server.stop();

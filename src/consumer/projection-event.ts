@@ -1,6 +1,7 @@
 // From a KurrentDB event as the client returns it to the event a handler receives: metadata the
 // assembler writes (src/mapping/map-unit.ts, receipts in src/sink/receipt.ts) read into typed fields.
 import type { AllStreamResolvedEvent } from '@kurrent/kurrentdb-client';
+import { receiptFromMetadata } from '../sink/receipt.js';
 import { decodeCheckpoint, isLsn } from '../source/position.js';
 import type { EventSource, ProjectionEvent, SourceVersion } from './types.js';
 
@@ -52,14 +53,16 @@ function snapshotKind(value: string | undefined): { kind?: 'initial' | 'incremen
 }
 
 function sourceOf(m: Record<string, string>): EventSource {
+  // The receipt in either of its forms (receipt.ts): the snapshot record's position, the source system.
+  const receipt = receiptFromMetadata(m);
   if (m['origin'] === 'snapshot' && m['snapshot.generation'] !== undefined) {
-    const lsn = m['receipt.lsn'];
+    const record = receipt?.kind === 'snapshot' ? receipt : null;
     return {
       origin: 'snapshot',
       generation: m['snapshot.generation'],
-      lsn: lsn !== undefined && isLsn(lsn) ? lsn : null,
-      sequence: integer(m['receipt.sequence']),
-      systemId: m['receipt.source'] ?? null,
+      lsn: record?.lsn ?? null,
+      sequence: record?.sequence ?? null,
+      systemId: receipt?.source ?? null,
       ...snapshotKind(m['snapshot.kind']),
     };
   }
@@ -67,7 +70,7 @@ function sourceOf(m: Record<string, string>): EventSource {
   const commitLsn = m['source.commitLsn'];
   const xid = integer(m['source.xid']);
   if (checkpoint === undefined || commitLsn === undefined || !isLsn(commitLsn) || xid === null) return { origin: 'unknown' };
-  let systemId: string | null = m['receipt.source'] ?? null;
+  let systemId: string | null = receipt?.source ?? null;
   let timeline: number | null = null;
   try {
     const position = decodeCheckpoint(checkpoint);

@@ -14,7 +14,8 @@ export interface AllPosition {
 
 /**
  * Where an event came from in the source database, read from the metadata the assembler writes
- * (`src/mapping/map-unit.ts`, receipts in `src/sink/receipt.ts`). Change events carry the
+ * (`src/mapping/map-unit.ts`, receipts in `src/sink/receipt.ts`: the `receipt` property, or the
+ * flat `receipt.*` keys of events written by earlier versions). Change events carry the
  * transaction's position; snapshot events the snapshot's generation and the LSN it is ordered at.
  */
 export type EventSource =
@@ -36,11 +37,11 @@ export type EventSource =
       readonly origin: 'snapshot';
       /** `snapshot.generation`. */
       readonly generation: string;
-      /** `receipt.lsn`: the snapshot's consistent point or the chunk's high watermark. */
+      /** The receipt's `lsn`: the snapshot's consistent point or the chunk's high watermark. */
       readonly lsn: Lsn | null;
-      /** `receipt.sequence`: emit order within the generation. */
+      /** The receipt's `sequence`: emit order within the generation. */
       readonly sequence: number | null;
-      /** `receipt.source`, when the assembler knew it. */
+      /** The receipt's `source`, when the assembler knew it. */
       readonly systemId: string | null;
       /**
        * `snapshot.kind`: `initial` (the generation that begins the entity streams), `ad_hoc` (a

@@ -20,6 +20,9 @@ import type { MappedEvent, MapperOutputErrorDetails } from './types.js';
 /** Metadata prefixes a mapper may not use: `$` is KurrentDB's (`$correlationId`, `$schema.*`), `receipt.` the sink's. */
 export const RESERVED_METADATA_PREFIXES: readonly string[] = ['$', 'receipt.'];
 
+/** Metadata keys a mapper may not use: `receipt` is the sink's (src/sink/receipt.ts). */
+export const RESERVED_METADATA_KEYS: readonly string[] = ['receipt'];
+
 /**
  * What string interpolation writes for a value that is not there: `${undefined}`, `${null}`,
  * `${NaN}` (e.g. `Number(undefined)`), `${{}}`. The rule: the token, with exactly that casing, not
@@ -188,8 +191,9 @@ function checkMetadata(mapper: string | null, index: number, e: Record<string, u
       const what = findIn(v, false, [])?.problem ?? `is a ${v === null ? 'null' : typeof v}`;
       throw outputError(mapper, index, e, path, `must be a string (event metadata is flat strings); it ${what}`, 'convert it with String(value), or leave the key out');
     }
-    if (RESERVED_METADATA_PREFIXES.some((p) => k.startsWith(p))) {
-      throw outputError(mapper, index, e, path, `keys starting with ${RESERVED_METADATA_PREFIXES.map((p) => `"${p}"`).join(' or ')} are reserved (KurrentDB's and the sink's)`, 'rename the key');
+    if (RESERVED_METADATA_PREFIXES.some((p) => k.startsWith(p)) || RESERVED_METADATA_KEYS.includes(k)) {
+      const reserved = [...RESERVED_METADATA_KEYS.map((key) => `"${key}"`), ...RESERVED_METADATA_PREFIXES.map((p) => `keys starting with "${p}"`)].join(', ');
+      throw outputError(mapper, index, e, path, `${reserved} are reserved (KurrentDB's and the sink's)`, 'rename the key');
     }
   }
 }

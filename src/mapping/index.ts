@@ -37,7 +37,7 @@ export { defineMapper, mapperRequirements, requiresReplicaIdentityFull } from '.
 // isUnchangedToast / UNCHANGED_TOAST come from source/types.ts (already public via the root index).
 export { createTransactionView, createStreamingView } from './transaction-view.js';
 export { mapUnit, correlationId, STANDARD_METADATA_KEYS } from './map-unit.js';
-export { checkMappedEvents, RESERVED_METADATA_PREFIXES } from './check-mapped-event.js';
+export { checkMappedEvents, RESERVED_METADATA_KEYS, RESERVED_METADATA_PREFIXES } from './check-mapped-event.js';
 export { planLargeUnit, LARGE_UNIT_STEP, type LargeUnitPlan } from './map-large-unit.js';
 export { contractViolationRecord, failedRecordsStream, DIAGNOSIS_MAX_KEYS } from './failed-record.js';
 export { canonicalKey, changeEventId, snapshotEventId, uuidv5, DNS_NAMESPACE, EVENT_ASSEMBLER_NAMESPACE, type ChangeEventIdParts, type SnapshotEventIdParts } from './event-id.js';

@@ -3,10 +3,12 @@
  * stream prefixes, and the cut rule for each event — a transaction's events count when its commit
  * LSN is before the cut, a snapshot record's when the LSN it is ordered at is not after it (the
  * record holds only what committed before that LSN). The positions come from the receipts the
- * sink stamps (docs: src/sink/receipt.ts); an event without one (written by someone else) counts:
- * it is in the destination now, and the comparison should see it.
+ * sink stamps (docs: src/sink/receipt.ts; read in either form by `receiptFromMetadata`); an event
+ * without one (written by someone else) counts: it is in the destination now, and the comparison
+ * should see it.
  */
 import { FORWARDS, START, streamNameFilter, type KurrentDBClient } from '@kurrent/kurrentdb-client';
+import { RECEIPT_KEY, RECEIPT_KEYS, receiptFromMetadata } from '../sink/receipt.js';
 import { compareLsn, isLsn } from '../source/position.js';
 import type { Lsn } from '../source/types.js';
 import { FOLD_METADATA_KEYS } from './compare.js';
@@ -14,11 +16,9 @@ import type { ReconcileEvent } from './define-reconciler.js';
 
 /** The LSN an event is ordered at, and whether it is a snapshot record's (`null`: no receipt). */
 export function eventPosition(metadata: Readonly<Record<string, string>>): { readonly lsn: Lsn; readonly snapshot: boolean } | null {
-  if (metadata['receipt.kind'] === 'snapshot') {
-    const lsn = metadata['receipt.lsn'];
-    return lsn !== undefined && isLsn(lsn) ? { lsn, snapshot: true } : null;
-  }
-  const lsn = metadata['receipt.commitLsn'] ?? metadata['source.commitLsn'];
+  const receipt = receiptFromMetadata(metadata);
+  if (receipt !== null) return receipt.kind === 'snapshot' ? { lsn: receipt.lsn, snapshot: true } : { lsn: receipt.commitLsn, snapshot: false };
+  const lsn = metadata['source.commitLsn'];
   return lsn !== undefined && isLsn(lsn) ? { lsn, snapshot: false } : null;
 }
 
@@ -39,19 +39,30 @@ function contractVersion(metadata: Readonly<Record<string, string>>, type: strin
 }
 
 /**
- * Metadata keys an event is read with: what the fold sees and what the cut rule needs. The sink
- * stamps about thirty (diagnosis, transaction boundaries); copying them all cost more than any
- * other step of the destination pass (0.6 of 10.7 s CPU for 200,000 events, bench:reconcile).
+ * Metadata keys an event is read with: what the fold sees and what the cut rule needs (the
+ * receipt, in either form). The sink stamps about twenty (diagnosis, transaction boundaries);
+ * copying them all cost more than any other step of the destination pass (0.6 of 10.7 s CPU for
+ * 200,000 events, bench:reconcile). `receipt.kind` is not read: the fold's is the parsed receipt's.
  */
-const READ_METADATA_KEYS = [...new Set([...FOLD_METADATA_KEYS, 'receipt.kind', 'receipt.lsn', 'receipt.commitLsn', 'source.commitLsn'])];
+const READ_METADATA_KEYS = [...new Set([...FOLD_METADATA_KEYS.filter((key) => key !== 'receipt.kind'), 'source.commitLsn', RECEIPT_KEY])];
+/** The flat receipt keys of events written by earlier versions, read only where there is no `receipt`. */
+const FLAT_RECEIPT_KEYS: readonly string[] = Object.values(RECEIPT_KEYS);
+
+function copyStrings(value: object, keys: readonly string[], out: Record<string, string>): void {
+  for (const key of keys) {
+    const v = Object.hasOwn(value, key) ? (value as Record<string, unknown>)[key] : undefined;
+    if (typeof v === 'string') out[key] = v;
+  }
+}
 
 function stringMetadata(value: unknown): Record<string, string> {
   const out: Record<string, string> = {};
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return out;
-  for (const key of READ_METADATA_KEYS) {
-    const v = Object.hasOwn(value, key) ? (value as Record<string, unknown>)[key] : undefined;
-    if (typeof v === 'string') out[key] = v;
-  }
+  copyStrings(value, READ_METADATA_KEYS, out);
+  if (out[RECEIPT_KEY] === undefined) copyStrings(value, FLAT_RECEIPT_KEYS, out);
+  // The fold's `receipt.kind` (docs/reconcile.md), whichever form the receipt was written in.
+  const receipt = receiptFromMetadata(out);
+  if (receipt !== null) out[RECEIPT_KEYS.kind] = receipt.kind;
   return out;
 }
 

@@ -6,7 +6,7 @@
 import type { PreparedEvent } from './encoding.js';
 import { OversizedEventError, StreamConflictError, type StreamConflictDetails } from './errors.js';
 import { remaining, remainingById, type Group } from './plan.js';
-import { compareReceipts, ordinalsComparable, receiptsComparable, receiptToMetadata, type Receipt } from './receipt.js';
+import { compareReceipts, ordinalsComparable, receiptsComparable, flatReceiptMetadata, type Receipt } from './receipt.js';
 import type { CallStates, Revision, StreamState } from './stream-states.js';
 import { revisionText, type SinkContext } from './context.js';
 
@@ -26,8 +26,8 @@ export function conflictError(
       stream,
       expected,
       actual: revisionText(state.revision),
-      ours: ours ? receiptToMetadata(ours) : null,
-      theirs: state.receipt ? receiptToMetadata(state.receipt) : null,
+      ours: ours ? flatReceiptMetadata(ours) : null,
+      theirs: state.receipt ? flatReceiptMetadata(state.receipt) : null,
       tailEvent: state.tail ? { id: state.tail.id, type: state.tail.type, revision: state.tail.revision.toString() } : null,
       reason,
     },

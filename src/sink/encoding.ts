@@ -2,8 +2,8 @@
 import { uuidv5 as uuidv5In } from '../mapping/event-id.js';
 import { jsonEvent, type EventData } from '@kurrent/kurrentdb-client';
 import { SinkError } from './errors.js';
-import { RECEIPT_KEYS, RECEIPT_PREFIX, receiptAt, receiptUnitMetadata, type Receipt, type ReceiptScope, type ReceiptUnit } from './receipt.js';
-import { encodeAppendRecordSized, encodePlainRecord, plainProperties, plainProperty, PlainPropertiesBuilder, type PlainProperties } from './v2-append.js';
+import { isReceiptKey, RECEIPT_KEY, receiptAt, receiptUnitPrefix, receiptValue, type Receipt, type ReceiptScope, type ReceiptUnit } from './receipt.js';
+import { encodeAppendRecordSized, encodePlainRecord, plainProperty, PlainPropertiesBuilder, type PlainProperties } from './v2-append.js';
 
 /** What the sink needs of an event (the mapping SDK's `EventToAppend` fits). */
 export interface EncodableEvent {
@@ -45,31 +45,20 @@ export function eventSizeOnDisk(type: string, dataJson: string, metadataJson: st
 }
 
 /**
- * The receipt keys a unit's events share (all but ordinal and count), computed once per unit:
- * as metadata, and encoded for multi-stream append when plain.
+ * What a unit's events share of their receipt, computed once per unit: the unit, and the start
+ * of the receipt's value (each event adds its ordinal and count).
  */
 export interface UnitReceiptPart {
   readonly unit: ReceiptUnit;
-  readonly metadata: Readonly<Record<string, string>>;
-  readonly plain: PlainProperties | null;
+  readonly prefix: string;
 }
 
 export function unitReceiptPart(unit: ReceiptUnit): UnitReceiptPart {
-  const metadata = receiptUnitMetadata(unit);
-  return { unit, metadata, plain: plainProperties(metadata) };
+  return { unit, prefix: receiptUnitPrefix(unit) };
 }
-
-/** `receipt.ordinal` / `receipt.count` entries for small numbers, encoded once. */
-const ordinalParts: (PlainProperties | null)[] = [];
-const countParts: (PlainProperties | null)[] = [];
-function numberPart(cache: (PlainProperties | null)[], key: string, n: number): PlainProperties | null {
-  if (n < 256) return (cache[n] ??= plainProperty(key, String(n)));
-  return plainProperty(key, String(n));
-}
-let unitScopePart: PlainProperties | null | undefined;
 
 /**
- * A prepared event. The metadata (the event's own keys, then the receipt's), the receipt, the
+ * A prepared event. The metadata (the event's own keys, then the receipt), the receipt, the
  * sizes and the client's `EventData` are made on first use: a multi-stream append needs only the
  * encoded record and `multiStreamSize` — encoded from the parts, the event's own keys encoded
  * while they were checked — a per-stream append only `size` and `eventData`.
@@ -81,6 +70,7 @@ class Prepared implements PreparedEvent {
   #metadata: Record<string, string> | undefined;
   #metadataJson: string | undefined;
   #receipt: Receipt | undefined;
+  #receiptValue: string | undefined;
 
   constructor(
     readonly id: string,
@@ -88,7 +78,7 @@ class Prepared implements PreparedEvent {
     readonly type: string,
     readonly dataJson: string,
     private readonly data: unknown,
-    /** The event's own metadata (checked: flat strings, no receipt keys). */
+    /** The event's own metadata (checked: flat strings, no receipt key). */
     private readonly own: Readonly<Record<string, string>>,
     /** `own` encoded the fast way, or null when something in it is not plain. */
     private readonly ownPlain: PlainProperties | null,
@@ -106,13 +96,15 @@ class Prepared implements PreparedEvent {
     return { unit: this.unitPart.unit, ordinal: this.ordinal, count: this.count, scope: this.scope };
   }
 
+  /** The `receipt` property's value. */
+  get #value(): string {
+    return (this.#receiptValue ??= receiptValue(this.unitPart.prefix, this.ordinal, this.count, this.scope));
+  }
+
   get metadata(): Readonly<Record<string, string>> {
     if (this.#metadata) return this.#metadata;
     const metadata: Record<string, string> = { ...this.own };
-    Object.assign(metadata, this.unitPart.metadata);
-    metadata[RECEIPT_KEYS.ordinal] = String(this.ordinal);
-    metadata[RECEIPT_KEYS.count] = String(this.count);
-    if (this.scope === 'unit') metadata[RECEIPT_KEYS.scope] = 'unit';
+    metadata[RECEIPT_KEY] = this.#value;
     return (this.#metadata = metadata);
   }
 
@@ -131,12 +123,9 @@ class Prepared implements PreparedEvent {
 
   #encode(): { record: Buffer; size: number } {
     if (this.#encoded) return this.#encoded;
-    const unitPlain = this.unitPart.plain;
-    const ordinal = numberPart(ordinalParts, RECEIPT_KEYS.ordinal, this.ordinal);
-    const count = numberPart(countParts, RECEIPT_KEYS.count, this.count);
-    const parts = this.ownPlain && unitPlain && ordinal && count ? [this.ownPlain, unitPlain, ordinal, count] : null;
-    if (parts && this.scope === 'unit') parts.push((unitScopePart ??= plainProperty(RECEIPT_KEYS.scope, 'unit'))!);
-    const plain = parts ? encodePlainRecord(this.id, this.type, this.dataJson, parts) : null;
+    // The receipt's value is plain ASCII by construction (its free text is escaped); null here would fall back to the general encoder.
+    const receipt = this.ownPlain && plainProperty(RECEIPT_KEY, this.#value);
+    const plain = this.ownPlain && receipt ? encodePlainRecord(this.id, this.type, this.dataJson, [this.ownPlain, receipt]) : null;
     return (this.#encoded = plain ?? encodeAppendRecordSized(this.id, this.type, this.dataJson, this.metadata));
   }
 
@@ -147,7 +136,7 @@ class Prepared implements PreparedEvent {
 
 /**
  * Encodes one event: data as JSON (`application/json`), metadata as the flat string map plus the
- * receipt keys — flat and string-valued, so the same event can go through multi-stream append.
+ * receipt (one string property, see receipt.ts) — flat and string-valued, so the same event can go through multi-stream append.
  * `unit` is the event's unit (or its shared receipt part, computed once for a unit's events);
  * `ordinal` and `count` place the event among the unit's events in its stream — or, with `scope`
  * `unit` (a unit appended in slices), among all the unit's events.
@@ -169,7 +158,7 @@ export function prepareEvent(event: EncodableEvent, unit: ReceiptUnit | UnitRece
   for (const key in source) {
     const value = source[key];
     if (typeof value !== 'string') throw invalid(`has metadata "${key}" that is not a string (metadata must be flat and string-valued)`, { key });
-    if (key.startsWith(RECEIPT_PREFIX)) throw invalid(`brings its own metadata "${key}"; the "${RECEIPT_PREFIX}" keys belong to the sink`, { key });
+    if (isReceiptKey(key)) throw invalid(`brings its own metadata "${key}"; "${RECEIPT_KEY}" and the "${RECEIPT_KEY}." keys belong to the sink`, { key });
     if (plain !== null && !plain.add(key, value)) plain = null;
   }
   let dataJson: string | undefined;
@@ -179,7 +168,7 @@ export function prepareEvent(event: EncodableEvent, unit: ReceiptUnit | UnitRece
     throw invalid(`has data that is not JSON-serializable: ${(cause as Error).message}`);
   }
   if (dataJson === undefined) throw invalid('has no data');
-  const part = 'plain' in unit ? unit : unitReceiptPart(unit);
+  const part = 'prefix' in unit ? unit : unitReceiptPart(unit);
   // The event's own keys are kept as given (not copied): with a plain encoding they are not read again for multi-stream appends.
   const own = plain === null ? { ...source } : source;
   return new Prepared(event.id, event.stream, event.type, dataJson, event.data, own, plain, part, ordinal, count, scope);

@@ -59,9 +59,12 @@ export type StreamConflictDetails = {
   readonly expected: string;
   /** What the server says it is (as text), when known. */
   readonly actual: string;
-  /** The receipt we were appending after (the unit's first event here), as metadata. */
+  /**
+   * The receipt we were appending after (the unit's first event here), its fields as flat
+   * `receipt.*` keys (receipt.ts `flatReceiptMetadata`; events carry it as one `receipt` property).
+   */
   readonly ours: Readonly<Record<string, string>> | null;
-  /** The receipt found at the stream's tail (`null`: the tail carries no receipt of this assembler). */
+  /** The receipt found at the stream's tail, the same way (`null`: the tail carries no receipt of this assembler). */
   readonly theirs: Readonly<Record<string, string>> | null;
   /** The tail event's id and type, for a human to look up. */
   readonly tailEvent: { readonly id: string; readonly type: string; readonly revision: string } | null;

@@ -8,30 +8,53 @@
  * it — which also resumes a unit that was split across several appends (max append size) or
  * across streams (per-stream mode) and interrupted half-way.
  *
- * Metadata keys (flat strings, so multi-stream append can carry them):
+ * Metadata: ONE property, `receipt`, a short versioned string — one property rather than the seven to
+ * eleven flat keys earlier versions wrote (below), cheaper to encode, send and store (issue 18;
+ * bench/sink.bench.ts) — fields separated by `|`:
  *
- * | key                   | value                                                            |
- * |-----------------------|------------------------------------------------------------------|
- * | `receipt.assembler`   | the assembler's name: one assembler owns a stream                |
- * | `receipt.kind`        | `transaction` or `snapshot`                                      |
- * | `receipt.source`      | source system identifier (`pg_control` system id), when known   |
- * | `receipt.commitLsn`   | transaction: commit LSN, `X/X`                                   |
- * | `receipt.xid`         | transaction: xid, decimal                                        |
- * | `receipt.lsn`         | snapshot: the LSN the record is ordered at (consistent point of  |
- * |                       | the initial snapshot, high watermark of an incremental chunk)    |
- * | `receipt.generation`  | snapshot: snapshot generation                                    |
- * | `receipt.sequence`    | snapshot: emit order of the record within its generation         |
- * | `receipt.table`       | snapshot: `schema.table` (diagnosis)                             |
- * | `receipt.key`         | snapshot: the row's key as text (diagnosis)                      |
- * | `receipt.ordinal`     | 0-based index of this event among the unit's events in this stream |
- * |                       | (scope `unit`: among all the unit's events, in every stream)     |
- * | `receipt.count`       | number of the unit's events in this stream (scope `unit`: in all) |
- * | `receipt.scope`       | `unit` for a unit appended in slices (see below); absent: stream |
+ *     r1|t|<assembler>|<source>|<commitLsn>|<xid>|<ordinal>|<count>[|u]                         transaction
+ *     r1|s|<assembler>|<source>|<lsn>|<generation>|<sequence>|<table>|<key>|<ordinal>|<count>[|u] snapshot record
+ *
+ * | field          | value                                                                       |
+ * |----------------|-----------------------------------------------------------------------------|
+ * | `r1`           | the format's version                                                        |
+ * | `t` / `s`      | the kind: a transaction or a snapshot record                                |
+ * | `assembler`    | the assembler's name: one assembler owns a stream                           |
+ * | `source`       | source system identifier (`pg_control` system id); empty when not known     |
+ * | `commitLsn`    | transaction: commit LSN, `X/X`                                              |
+ * | `xid`          | transaction: xid, decimal                                                   |
+ * | `lsn`          | snapshot: the LSN the record is ordered at (consistent point of the initial |
+ * |                | snapshot, high watermark of an incremental chunk)                           |
+ * | `generation`   | snapshot: snapshot generation                                               |
+ * | `sequence`     | snapshot: emit order of the record within its generation, decimal          |
+ * | `table`        | snapshot: `schema.table` (diagnosis)                                        |
+ * | `key`          | snapshot: the row's key as text (diagnosis)                                 |
+ * | `ordinal`      | 0-based index of this event among the unit's events in this stream, decimal |
+ * |                | (scope `unit`: among all the unit's events, in every stream)                |
+ * | `count`        | number of the unit's events in this stream (scope `unit`: in all), decimal  |
+ * | `u`            | present for a unit appended in slices (scope `unit`, see below)             |
+ *
+ * Free text (`assembler`, `source`, `generation`, `table`, `key`) is percent-encoded where it
+ * holds `%`, `|`, `"`, `\`, a control character or anything beyond ASCII (`encodeURIComponent`
+ * of that character; everything else as is): no field holds a `|`, so splitting on `|` is
+ * unambiguous whatever the names and keys, and the value is plain printable ASCII (the sink's fast
+ * encoding). A table `public.a|b` reads `public.a%7Cb`, a key `{"id":1}` reads
+ * `{%22id%22:1}`; `decodeURIComponent` gives them back. (A lone UTF-16 surrogate, which PostgreSQL
+ * text cannot hold, would be written as U+FFFD.)
+ *
+ * Earlier versions wrote the same fields as flat metadata keys — `receipt.assembler`,
+ * `receipt.kind` (`transaction`/`snapshot`), `receipt.source`, `receipt.commitLsn`, `receipt.xid`,
+ * `receipt.lsn`, `receipt.generation`, `receipt.sequence`, `receipt.table`, `receipt.key`,
+ * `receipt.ordinal`, `receipt.count`, `receipt.scope` (`unit`). {@link receiptFromMetadata} reads
+ * both forms into the same {@link Receipt}, so a destination written by an earlier version is
+ * recognised on replay, in order; new events carry only `receipt`. Every reader of receipts goes
+ * through {@link receiptFromMetadata}. The key `receipt` and every key starting with `receipt.`
+ * belong to the sink ({@link isReceiptKey}): events must not bring them.
  *
  * Scope. A unit small enough to be held whole numbers its events per stream. A unit of more
  * than `SLICED_UNIT_EVENTS` events (a bulk update, a backfill) reaches the sink in slices, in
- * bounded memory, and numbers each event by its place in the whole unit (`receipt.scope` =
- * `unit`): monotonic in every stream, computable slice by slice without holding a per-stream
+ * bounded memory, and numbers each event by its place in the whole unit (scope `unit`: the
+ * trailing `u`): monotonic in every stream, computable slice by slice without holding a per-stream
  * tally. Whether a unit is sliced depends only on its number of events, so a replay numbers its
  * events as the first attempt did; a stream whose tail holds the same unit in the other scope
  * (written by a version that did not slice) is resolved by event id instead (see the sink).
@@ -45,6 +68,13 @@
 import { compareLsn, isLsn } from '../source/position.js';
 import type { Lsn } from '../source/types.js';
 
+/** The metadata key of the receipt. */
+export const RECEIPT_KEY = 'receipt';
+
+/** The version tag the receipt's value starts with. */
+export const RECEIPT_VERSION = 'r1';
+
+/** The flat keys of the receipt as earlier versions wrote it (read still; see the module's doc). */
 export const RECEIPT_KEYS = {
   assembler: 'receipt.assembler',
   kind: 'receipt.kind',
@@ -61,8 +91,13 @@ export const RECEIPT_KEYS = {
   scope: 'receipt.scope',
 } as const;
 
-/** Metadata keys starting with this prefix belong to the sink; events must not bring their own. */
+/** Metadata keys starting with this prefix belong to the sink (as does {@link RECEIPT_KEY}); events must not bring their own. */
 export const RECEIPT_PREFIX = 'receipt.';
+
+/** Whether a metadata key is the sink's: `receipt`, or one starting with `receipt.`. */
+export function isReceiptKey(key: string): boolean {
+  return key.startsWith(RECEIPT_KEY) && (key.length === RECEIPT_KEY.length || key.startsWith(RECEIPT_PREFIX));
+}
 
 interface UnitBase {
   readonly assembler: string;
@@ -175,17 +210,61 @@ export function ordinalsComparable(a: Receipt, b: Receipt): boolean {
   return compareUnits(a, b) !== 0 || scopeOf(a) === scopeOf(b);
 }
 
-/** The receipt as flat, string-valued event metadata. */
-export function receiptToMetadata(receipt: Receipt): Record<string, string> {
-  const metadata = receiptUnitMetadata(receipt);
-  metadata[RECEIPT_KEYS.ordinal] = String(receipt.ordinal);
-  metadata[RECEIPT_KEYS.count] = String(receipt.count);
-  if (receipt.scope === 'unit') metadata[RECEIPT_KEYS.scope] = 'unit';
-  return metadata;
+/** Characters a free-text field is percent-encoded for (see the module's doc). */
+// eslint-disable-next-line no-control-regex -- control characters are among what is escaped
+const ESCAPED = /[%|"\\\u0000-\u001f\u007f-\uffff]/;
+// eslint-disable-next-line no-control-regex -- as above, one code point at a time
+const ESCAPED_ALL = /[%|"\\\u0000-\u001f\u007f-\u{10ffff}]/gu;
+
+function escapeCharacter(character: string): string {
+  try {
+    return encodeURIComponent(character);
+  } catch {
+    return '%EF%BF%BD'; // a lone surrogate (URIError): U+FFFD, as UTF-8 would write it
+  }
 }
 
-/** The unit's part of the receipt metadata (all but ordinal and count): the same for every event of a unit. */
-export function receiptUnitMetadata(receipt: ReceiptUnit): Record<string, string> {
+/** A free-text field as the receipt writes it: no `|`, plain printable ASCII. */
+function escapeText(text: string): string {
+  return ESCAPED.test(text) ? text.replace(ESCAPED_ALL, escapeCharacter) : text;
+}
+
+/** A free-text field back; `undefined` when its escapes are malformed. */
+function unescapeText(text: string): string | undefined {
+  if (!text.includes('%')) return text;
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The unit's part of the receipt's value — everything before `ordinal` and `count`, ending with
+ * `|` — the same for every event of the unit, so made once per unit.
+ */
+export function receiptUnitPrefix(unit: ReceiptUnit): string {
+  const head = `${RECEIPT_VERSION}|${unit.kind === 'transaction' ? 't' : 's'}|${escapeText(unit.assembler)}|${unit.source === undefined ? '' : escapeText(unit.source)}|`;
+  return unit.kind === 'transaction'
+    ? `${head}${unit.commitLsn}|${unit.xid}|`
+    : `${head}${unit.lsn}|${escapeText(unit.generation)}|${unit.sequence}|${escapeText(unit.table)}|${escapeText(unit.key)}|`;
+}
+
+/** The receipt's value from its unit's prefix ({@link receiptUnitPrefix}) and the event's place. */
+export function receiptValue(prefix: string, ordinal: number, count: number, scope: ReceiptScope = 'stream'): string {
+  return scope === 'unit' ? `${prefix}${ordinal}|${count}|u` : `${prefix}${ordinal}|${count}`;
+}
+
+/** The receipt as event metadata: the one `receipt` property. */
+export function receiptToMetadata(receipt: Receipt): Record<string, string> {
+  return { [RECEIPT_KEY]: receiptValue(receiptUnitPrefix(receipt), receipt.ordinal, receipt.count, scopeOf(receipt)) };
+}
+
+/**
+ * The receipt as the flat `receipt.*` keys earlier versions wrote (see the module's doc): what a
+ * destination written by them holds — for tests of that, and for error details a human reads.
+ */
+export function flatReceiptMetadata(receipt: Receipt): Record<string, string> {
   const k = RECEIPT_KEYS;
   const metadata: Record<string, string> = { [k.assembler]: receipt.assembler, [k.kind]: receipt.kind };
   if (receipt.source !== undefined) metadata[k.source] = receipt.source;
@@ -199,47 +278,115 @@ export function receiptUnitMetadata(receipt: ReceiptUnit): Record<string, string
     metadata[k.table] = receipt.table;
     metadata[k.key] = receipt.key;
   }
+  metadata[k.ordinal] = String(receipt.ordinal);
+  metadata[k.count] = String(receipt.count);
+  if (receipt.scope === 'unit') metadata[k.scope] = 'unit';
   return metadata;
+}
+
+const DECIMAL = /^\d+$/;
+
+/** A decimal field; `undefined` when it is not one. */
+function decimal(text: string | undefined): number | undefined {
+  return text !== undefined && DECIMAL.test(text) ? Number(text) : undefined;
 }
 
 /**
  * Reads a receipt back from event metadata as the client returns it (parsed JSON, raw bytes or
- * nothing). `null` when there is none or it is malformed — to the sink, the same thing: an event
- * this assembler did not write.
+ * nothing), in either form: the `receipt` property, or (written by an earlier version) the flat
+ * `receipt.*` keys. `null` when there is none or it is malformed — to the sink, the same thing:
+ * an event this assembler did not write.
  */
 export function receiptFromMetadata(metadata: unknown): Receipt | null {
   if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata) || metadata instanceof Uint8Array) return null;
   const m = metadata as Record<string, unknown>;
+  const value = m[RECEIPT_KEY];
+  if (typeof value === 'string') return parseReceipt(value);
+  return value === undefined ? flatReceipt(m) : null;
+}
+
+/** A receipt's value (the `receipt` property) read back; `null` when malformed. */
+export function parseReceipt(value: string): Receipt | null {
+  const f = value.split('|');
+  if (f[0] !== RECEIPT_VERSION) return null;
+  const kind = f[1];
+  const at = kind === 't' ? 6 : kind === 's' ? 9 : -1; // where ordinal is
+  if (at < 0 || (f.length !== at + 2 && (f.length !== at + 3 || f[at + 2] !== 'u'))) return null;
+  const assembler = unescapeText(f[2]!);
+  const source = f[3] === '' ? undefined : unescapeText(f[3]!);
+  const ordinal = decimal(f[at]);
+  const count = decimal(f[at + 1]);
+  if (assembler === undefined || (f[3] !== '' && source === undefined) || ordinal === undefined || count === undefined) return null;
+  const unitScoped = f.length === at + 3;
+  const lsn = f[4]!;
+  if (!isLsn(lsn)) return null;
+  if (kind === 't') {
+    const xid = decimal(f[5]);
+    return xid === undefined ? null : transactionReceipt(assembler, source, lsn, xid, ordinal, count, unitScoped);
+  }
+  const generation = unescapeText(f[5]!);
+  const sequence = decimal(f[6]);
+  const table = unescapeText(f[7]!);
+  const key = unescapeText(f[8]!);
+  if (generation === undefined || sequence === undefined || table === undefined || key === undefined) return null;
+  return snapshotReceipt({ kind: 'snapshot', assembler, source, lsn, generation, sequence, table, key }, ordinal, count, unitScoped);
+}
+
+// The receipts read back are built as literals, not spread together (`{ ...base, kind, …, ...placed }`):
+// a spread of that shape cost ~4 µs (measured), once per tail read and per event a reconciliation reads.
+
+function transactionReceipt(assembler: string, source: string | undefined, commitLsn: Lsn, xid: number, ordinal: number, count: number, unitScoped: boolean): Receipt {
+  if (source === undefined) {
+    return unitScoped
+      ? { kind: 'transaction', assembler, commitLsn, xid, ordinal, count, scope: 'unit' }
+      : { kind: 'transaction', assembler, commitLsn, xid, ordinal, count };
+  }
+  return unitScoped
+    ? { kind: 'transaction', assembler, source, commitLsn, xid, ordinal, count, scope: 'unit' }
+    : { kind: 'transaction', assembler, source, commitLsn, xid, ordinal, count };
+}
+
+/** `unit` with `source` possibly undefined (then left out). */
+function snapshotReceipt(unit: Omit<SnapshotUnit, 'source'> & { readonly source: string | undefined }, ordinal: number, count: number, unitScoped: boolean): Receipt {
+  const { assembler, source, lsn, generation, sequence, table, key } = unit;
+  const scope = unitScoped ? ('unit' as const) : undefined;
+  if (source === undefined) {
+    return scope
+      ? { kind: 'snapshot', assembler, lsn, generation, sequence, table, key, ordinal, count, scope }
+      : { kind: 'snapshot', assembler, lsn, generation, sequence, table, key, ordinal, count };
+  }
+  return scope
+    ? { kind: 'snapshot', assembler, source, lsn, generation, sequence, table, key, ordinal, count, scope }
+    : { kind: 'snapshot', assembler, source, lsn, generation, sequence, table, key, ordinal, count };
+}
+
+/** The flat `receipt.*` keys of earlier versions read back; `null` when absent or malformed. */
+function flatReceipt(m: Record<string, unknown>): Receipt | null {
   const text = (key: string): string | undefined => (typeof m[key] === 'string' ? (m[key] as string) : undefined);
-  const integer = (key: string): number | undefined => {
-    const value = text(key);
-    return value !== undefined && /^\d+$/.test(value) ? Number(value) : undefined;
-  };
   const k = RECEIPT_KEYS;
   const assembler = text(k.assembler);
-  const ordinal = integer(k.ordinal);
-  const count = integer(k.count);
+  const ordinal = decimal(text(k.ordinal));
+  const count = decimal(text(k.count));
   if (assembler === undefined || ordinal === undefined || count === undefined) return null;
   const scope = text(k.scope);
   if (scope !== undefined && scope !== 'unit') return null;
   const source = text(k.source);
-  const base = source === undefined ? { assembler } : { assembler, source };
-  const placed = scope === 'unit' ? { ordinal, count, scope: 'unit' as const } : { ordinal, count };
+  const unitScoped = scope === 'unit';
   switch (text(k.kind)) {
     case 'transaction': {
       const commitLsn = text(k.commitLsn);
-      const xid = integer(k.xid);
+      const xid = decimal(text(k.xid));
       if (commitLsn === undefined || !isLsn(commitLsn) || xid === undefined) return null;
-      return { ...base, kind: 'transaction', commitLsn, xid, ...placed };
+      return transactionReceipt(assembler, source, commitLsn, xid, ordinal, count, unitScoped);
     }
     case 'snapshot': {
       const lsn = text(k.lsn);
       const generation = text(k.generation);
-      const sequence = integer(k.sequence);
+      const sequence = decimal(text(k.sequence));
       const table = text(k.table);
       const key = text(k.key);
       if (lsn === undefined || !isLsn(lsn) || generation === undefined || sequence === undefined || table === undefined || key === undefined) return null;
-      return { ...base, kind: 'snapshot', lsn, generation, sequence, table, key, ...placed };
+      return snapshotReceipt({ kind: 'snapshot', assembler, source, lsn, generation, sequence, table, key }, ordinal, count, unitScoped);
     }
     default:
       return null;

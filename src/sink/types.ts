@@ -13,7 +13,7 @@ export interface SinkEvent {
   readonly type: string;
   /** JSON-serializable. */
   readonly data: unknown;
-  /** Flat, string-valued. Keys starting with `receipt.` are the sink's and rejected here. */
+  /** Flat, string-valued. The key `receipt` and keys starting with `receipt.` are the sink's and rejected here. */
   readonly metadata: Readonly<Record<string, string>>;
 }
 
@@ -70,7 +70,7 @@ export interface SinkBatch {
   /**
    * Set when the unit's events come in several batches, in order (a unit of more than
    * {@link SLICED_UNIT_EVENTS} events): `events[i]` is the unit's event `offset + i` of `total`.
-   * Receipts then number each event by its place in the whole unit (`receipt.scope` = `unit`).
+   * Receipts then number each event by its place in the whole unit (scope `unit`, receipt.ts).
    * Slices of one unit are not atomic together: each call lands on its own. The checkpoint event
    * (when the sink writes one) goes with the last slice.
    */

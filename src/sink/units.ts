@@ -3,7 +3,7 @@
  *
  * A call carries one or more units (source transactions, snapshot records, or slices of a large
  * unit). Each event gets its receipt: its unit, and its ordinal — among the unit's events in its
- * stream, or, for a slice, among all the unit's events (`receipt.scope` = `unit`). Events are
+ * stream, or, for a slice, among all the unit's events (scope `unit`, receipt.ts). Events are
  * merged per stream in call order; the sink's checkpoint event (when on) goes with the call's
  * last complete unit.
  */

@@ -12,6 +12,7 @@ import {
   StreamConflictError,
   SinkError,
   receiptFromMetadata,
+  type TransactionUnit,
   type SinkEvent,
   type TransactionSinkPosition,
 } from '../../src/sink/index.js';
@@ -105,25 +106,28 @@ describe.each([
       ['InvoiceIssued', 0n, batch.events[0]!.id],
       ['InvoiceLineAdded', 1n, batch.events[2]!.id],
     ]);
-    // Metadata: the mapping's flat keys, untouched, plus the receipt.
+    // Metadata: the mapping's flat keys, untouched, plus the receipt (one property; receipt.ts).
     expect(events[1]!.metadata).toMatchObject({
-      contract: 'InvoiceLineAdded@1',
-      'transaction.index': '2',
-      'receipt.assembler': `asm_${id}`,
-      'receipt.kind': 'transaction',
-      'receipt.source': SYSTEM_ID,
-      'receipt.commitLsn': batch.position.commitLsn,
-      'receipt.xid': String(batch.position.xid),
-      'receipt.ordinal': '1',
-      'receipt.count': '2',
+      ...batch.events[2]!.metadata,
+      receipt: `r1|t|asm_${id}|${SYSTEM_ID}|${batch.position.commitLsn}|${batch.position.xid}|1|2`,
     });
-    expect(receiptFromMetadata(events[1]!.metadata)).toMatchObject({ kind: 'transaction', ordinal: 1, count: 2 });
+    expect(Object.keys(events[1]!.metadata).filter((key) => key.startsWith('receipt'))).toEqual(['receipt']);
+    expect(receiptFromMetadata(events[1]!.metadata)).toEqual({
+      kind: 'transaction',
+      assembler: `asm_${id}`,
+      source: SYSTEM_ID,
+      commitLsn: batch.position.commitLsn,
+      xid: batch.position.xid,
+      ordinal: 1,
+      count: 2,
+    });
     expect(events[0]!.data).toEqual({ n: 1, index: 0 });
     expect(stored(db, b)).toHaveLength(1);
 
     const checkpoints = stored(db, checkpointStreamName(`asm_${id}`));
     expect(checkpoints).toHaveLength(1);
-    expect(checkpoints[0]).toMatchObject({ type: 'CheckpointRecorded', metadata: { 'source.checkpoint': batch.position.checkpoint, 'receipt.commitLsn': batch.position.commitLsn } });
+    expect(checkpoints[0]).toMatchObject({ type: 'CheckpointRecorded', metadata: { 'source.checkpoint': batch.position.checkpoint } });
+    expect(receiptFromMetadata(checkpoints[0]!.metadata)).toMatchObject({ commitLsn: batch.position.commitLsn });
     expect(checkpoints[0]!.data).toMatchObject({ assembler: `asm_${id}`, position: { checkpoint: batch.position.checkpoint } });
   });
 
@@ -357,7 +361,7 @@ describe.each([
       [units[2]!.position.commitLsn, 1, 2],
     ]);
     // One checkpoint event for the call: its last unit with events.
-    expect(stored(db, checkpointStreamName(assembler)).map((e) => e.metadata['receipt.commitLsn'])).toEqual([units[2]!.position.commitLsn]);
+    expect(stored(db, checkpointStreamName(assembler)).map((e) => (receiptFromMetadata(e.metadata) as TransactionUnit | null)?.commitLsn)).toEqual([units[2]!.position.commitLsn]);
     if (mode === 'multi-stream') expect(requests).toEqual([{ streams: [a, b, c, checkpointStreamName(assembler)], events: 7 }]);
     else expect(requests.map((r) => r.streams[0]).sort()).toEqual([a, b, c, checkpointStreamName(assembler)].sort());
   });
@@ -587,7 +591,7 @@ describe.each([
     expect(written).toBeGreaterThan(0);
     expect(written).toBeLessThan(10);
     // The receipt at the tail carries the ordinal of the last event written.
-    expect(stored(db, a).at(-1)!.metadata).toMatchObject({ 'receipt.ordinal': String(written - 1), 'receipt.count': '10' });
+    expect(receiptFromMetadata(stored(db, a).at(-1)!.metadata)).toMatchObject({ ordinal: written - 1, count: 10 });
     await crashing.close();
 
     const parts: number[] = [];
@@ -713,6 +717,7 @@ describe('KurrentDB sink modes', () => {
       details: { key: 'nested' },
     });
     await expect(s.append({ ...base, events: [{ ...event, metadata: { 'receipt.ordinal': '9' } }] })).rejects.toMatchObject({ code: 'SINK_INVALID_EVENT' });
+    await expect(s.append({ ...base, events: [{ ...event, metadata: { receipt: 'r1|t|x||0/1|1|0|1' } }] })).rejects.toMatchObject({ code: 'SINK_INVALID_EVENT', details: { key: 'receipt' } });
     await expect(s.append({ ...base, events: [event, event] })).rejects.toMatchObject({ code: 'SINK_INVALID_EVENT' });
     await expect(s.append({ ...base, events: [{ ...event, id: 'not-a-uuid' }] })).rejects.toBeInstanceOf(SinkError);
     expect(await s.append({ ...base, events: [] })).toMatchObject({ appended: 0, skipped: 0, checkpoint: 'none' });

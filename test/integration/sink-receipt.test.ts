@@ -7,7 +7,10 @@ import {
   compareGenerations,
   compareReceipts,
   createKurrentDBSink,
+  flatReceiptMetadata,
+  isReceiptKey,
   OversizedEventError,
+  parseReceipt,
   receiptAt,
   receiptFromMetadata,
   receiptToMetadata,
@@ -90,15 +93,71 @@ describe('receipt order', () => {
     expect(() => compareReceipts(receiptAt(transaction('0/1', 1, 'a'), 0, 1), receiptAt(transaction('0/1', 1, 'b'), 0, 1))).toThrow(RangeError);
   });
 
-  it('round-trips through flat string metadata, ignoring foreign keys and rejecting malformed ones', () => {
-    for (const receipt of [receiptAt(transaction('16/B374D848', 4_000_000_000), 3, 4), receiptAt(snapshot('0/100', 12), 0, 1)]) {
+  // Free text with everything the format must survive: its separator, its escape, JSON quotes, a backslash, a control character, beyond ASCII.
+  const awkward: SnapshotUnit = { ...snapshot('0/100', 3, 'g|%7C.1'), assembler: 'a|b%c', source: 'sys|1', table: 'public."a|b"', key: '{"id":"x|%25\\\n","n":"é😀"}' };
+  const receipts: Receipt[] = [
+    receiptAt(transaction('16/B374D848', 4_000_000_000), 3, 4),
+    receiptAt(snapshot('0/100', 12), 0, 1),
+    receiptAt(transaction('0/1', 1), 70_000, 120_000, 'unit'),
+    receiptAt(snapshot('0/100', 12), 5, 9, 'unit'),
+    receiptAt({ kind: 'transaction', assembler: 'asm', commitLsn: '0/2', xid: 7 }, 0, 1), // source unknown
+    receiptAt(awkward, 1, 2),
+  ];
+
+  it('is one plain-ASCII property, and round-trips whatever the names and keys hold, ignoring foreign keys', () => {
+    for (const receipt of receipts) {
       const metadata = receiptToMetadata(receipt);
-      expect(Object.values(metadata).every((value) => typeof value === 'string')).toBe(true);
+      expect(Object.keys(metadata)).toEqual(['receipt']);
+      expect(metadata['receipt']).toMatch(/^r1\|[ts]\|[\x20\x21\x23-\x5b\x5d-\x7e]*$/); // no `"`, no `\`: the fast encoding's "plain"
       expect(receiptFromMetadata({ ...metadata, '$schema.name': 'X', other: 'y' })).toEqual(receipt);
+      expect(parseReceipt(metadata['receipt']!)).toEqual(receipt);
     }
+    expect(receiptToMetadata(receiptAt(transaction('0/1A2B', 77), 1, 2))).toEqual({ receipt: 'r1|t|asm|1|0/1A2B|77|1|2' });
+    expect(receiptToMetadata(receiptAt(snapshot('0/500', 1), 0, 1, 'unit'))).toEqual({ receipt: 'r1|s|asm|1|0/500|g1|1|public.invoice|{%22id%22:1}|0|1|u' });
+  });
+
+  it('reads the flat receipt.* keys earlier versions wrote into the same receipt', () => {
+    for (const receipt of receipts) {
+      const flat = flatReceiptMetadata(receipt);
+      expect(Object.keys(flat).every((key) => key.startsWith('receipt.'))).toBe(true);
+      expect(receiptFromMetadata({ ...flat, '$schema.name': 'X', other: 'y' })).toEqual(receipt);
+    }
+    expect(flatReceiptMetadata(receiptAt(transaction('0/1A2B', 77), 1, 2))).toEqual({
+      'receipt.assembler': 'asm',
+      'receipt.kind': 'transaction',
+      'receipt.source': '1',
+      'receipt.commitLsn': '0/1A2B',
+      'receipt.xid': '77',
+      'receipt.ordinal': '1',
+      'receipt.count': '2',
+    });
+  });
+
+  it('rejects malformed receipts in either form', () => {
     expect(receiptFromMetadata(undefined)).toBeNull();
+    expect(receiptFromMetadata({})).toBeNull();
     expect(receiptFromMetadata(new Uint8Array([1, 2]))).toBeNull();
-    expect(receiptFromMetadata({ ...receiptToMetadata(receiptAt(transaction('0/1', 1), 0, 1)), 'receipt.commitLsn': 'nope' })).toBeNull();
+    expect(receiptFromMetadata({ ...flatReceiptMetadata(receiptAt(transaction('0/1', 1), 0, 1)), 'receipt.commitLsn': 'nope' })).toBeNull();
+    for (const value of [
+      'r2|t|asm|1|0/1|1|0|1', // another version
+      'r1|x|asm|1|0/1|1|0|1',
+      'r1|t|asm|1|0/1|1|0', // a field short
+      'r1|t|asm|1|0/1|1|0|1|v', // a trailing field that is not the scope
+      'r1|t|asm|1|0/1|1|0|1|u|u',
+      'r1|t|asm|1|nope|1|0|1',
+      'r1|t|asm|1|0/1|-1|0|1',
+      'r1|t|a%zz|1|0/1|1|0|1', // a broken escape
+      'r1|s|asm|1|0/1|g1|1|public.invoice|0|1', // a snapshot record a field short
+      'r1|s|asm|1|0/1|g1|x|public.invoice|k|0|1',
+    ]) expect(receiptFromMetadata({ receipt: value }), value).toBeNull();
+    // A `receipt` that is not a string is not a receipt, even next to flat keys.
+    expect(receiptFromMetadata({ receipt: 1, ...flatReceiptMetadata(receiptAt(transaction('0/1', 1), 0, 1)) })).toBeNull();
+    expect(receiptFromMetadata({ receipt: 'r1|t|asm|1|0/1|1|0|1', 'receipt.kind': 'snapshot' })).toMatchObject({ kind: 'transaction' }); // the one property wins
+  });
+
+  it('reserves the key `receipt` and the keys starting with `receipt.`', () => {
+    expect(['receipt', 'receipt.ordinal', 'receipt.anything'].every(isReceiptKey)).toBe(true);
+    expect(['receipts', 'receiptx', 'Receipt', 'a.receipt', 'source.commitLsn'].some(isReceiptKey)).toBe(false);
   });
 });
 
@@ -130,9 +189,9 @@ describe('snapshot records and transactions in one stream', () => {
     expect(await s2.append(record(2))).toMatchObject({ appended: 0, skipped: 1 }); // before 0/600: already covered by order
     expect(await s2.append(change('0/700', 11))).toMatchObject({ appended: 1, skipped: 0 });
 
-    const stored = db.readStreamEvents(stream).map((event) => JSON.parse(Buffer.from(event.metadata).toString('utf8')) as Record<string, string>);
-    expect(stored.map((m) => m['receipt.kind'])).toEqual(['snapshot', 'snapshot', 'transaction', 'transaction']);
-    expect(stored[1]).toMatchObject({ 'receipt.generation': 'g1', 'receipt.sequence': '1', 'receipt.table': 'public.invoice', 'receipt.key': '{"id":1}', 'receipt.lsn': '0/500' });
+    const stored = db.readStreamEvents(stream).map((event) => receiptFromMetadata(JSON.parse(Buffer.from(event.metadata).toString('utf8'))));
+    expect(stored.map((receipt) => receipt?.kind)).toEqual(['snapshot', 'snapshot', 'transaction', 'transaction']);
+    expect(stored[1]).toMatchObject({ generation: 'g1', sequence: 1, table: 'public.invoice', key: '{"id":1}', lsn: '0/500' });
   });
 });
 

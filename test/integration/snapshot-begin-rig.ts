@@ -6,7 +6,15 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import type { InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
+import { receiptFromMetadata } from '../../src/sink/receipt.js';
 import { contractDocument } from '../support/contract-document.js';
+
+/** `<lsn>#<sequence or xid>` from an event's receipt (either form), for diagnosis. */
+function receiptPosition(metadata: Readonly<Record<string, string>>): string {
+  const receipt = receiptFromMetadata(metadata);
+  if (receipt === null) return 'undefined#undefined';
+  return receipt.kind === 'snapshot' ? `${receipt.lsn}#${receipt.sequence}` : `${receipt.commitLsn}#${receipt.xid}`;
+}
 
 export const ITEM = 'public.item';
 /** Streams shared by many items (`bucket-<id % BUCKETS>`). */
@@ -163,7 +171,7 @@ export async function countItemStreams(kdb: InMemoryKurrentDB, db: { query<T>(te
     for (const [i, e] of stored.entries()) {
       if (ids.has(e.id)) {
         duplicateIds += 1;
-        const receipts = stored.map((x) => `${x.type}@${x.metadata['receipt.lsn'] ?? x.metadata['receipt.commitLsn']}#${x.metadata['receipt.sequence'] ?? x.metadata['receipt.xid']}`).join(' ');
+        const receipts = stored.map((x) => `${x.type}@${receiptPosition(x.metadata)}`).join(' ');
         if (examples.length < 6) examples.push(`${stream} duplicate ${e.id}: ${receipts}`);
       }
       ids.add(e.id);

@@ -3,6 +3,7 @@
 // InvoiceImported (the row at the slot's consistent point) and no InvoiceImported follows another
 // event in any stream — whether the invoice was read by the exported snapshot, by a resumed
 // chunk, or from the before-image of its first change written while the snapshot was unfinished.
+import { receiptFromMetadata } from '../../src/sink/receipt.js';
 import { parseLsn } from '../../src/source/position.js';
 import type { DestinationEvent } from '../../src/testing/verify-destination.js';
 
@@ -98,13 +99,14 @@ const decoder = new TextDecoder();
 
 export function importOrigins(readStream: (stream: string) => readonly StoredEventLike[], seededInvoiceIds: readonly string[], consistentPoint: bigint): ImportOrigins {
   const counts = { exportedSnapshot: 0, beforeImage: 0, resumedChunk: 0, unknown: 0 };
-  const meta = (e: StoredEventLike | undefined) => (e ? (JSON.parse(decoder.decode(e.metadata)) as Record<string, string | undefined>) : {});
+  const receipt = (e: StoredEventLike | undefined) => (e ? receiptFromMetadata(JSON.parse(decoder.decode(e.metadata))) : null);
   for (const id of seededInvoiceIds) {
     const [first, second] = readStream(`invoice-${id}`);
-    const lsn = meta(first)['receipt.lsn'];
-    if (first?.type !== SNAPSHOT_EVENT || lsn === undefined) counts.unknown += 1;
-    else if (parseLsn(lsn) === consistentPoint) counts.exportedSnapshot += 1;
-    else if (second && meta(second)['receipt.commitLsn'] !== undefined && parseLsn(meta(second)['receipt.commitLsn']!) === parseLsn(lsn)) counts.beforeImage += 1;
+    const record = receipt(first);
+    const change = receipt(second);
+    if (first?.type !== SNAPSHOT_EVENT || record?.kind !== 'snapshot') counts.unknown += 1;
+    else if (parseLsn(record.lsn) === consistentPoint) counts.exportedSnapshot += 1;
+    else if (change?.kind === 'transaction' && parseLsn(change.commitLsn) === parseLsn(record.lsn)) counts.beforeImage += 1;
     else counts.resumedChunk += 1;
   }
   return counts;

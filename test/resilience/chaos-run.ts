@@ -44,6 +44,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { mappers } from '../../examples/invoicing/index.js';
 import { createPrng } from '../../examples/invoicing/workload.js';
+import { receiptFromMetadata } from '../../src/sink/receipt.js';
 import { formatLsn, parseLsn } from '../../src/source/position.js';
 import { compareEvents, expectedFromReference, formatDestinationReport, readDestination, type DestinationEvent, type DestinationReport } from '../../src/testing/verify-destination.js';
 import { createChaosWriter, type ChaosWriter, type WriterHistory } from '../support/chaos-writer.js';
@@ -241,7 +242,9 @@ async function catchUp(r: ChaosRig, history: WriterHistory): Promise<number> {
       await r.alive();
       const [event] = r.kurrent.readStreamEvents(`customer-${FINAL_CUSTOMER}`);
       if (!event) return false;
-      return parseLsn((JSON.parse(decoder.decode(event.metadata)) as Record<string, string>)['receipt.commitLsn']!);
+      const receipt = receiptFromMetadata(JSON.parse(decoder.decode(event.metadata)));
+      if (receipt?.kind !== 'transaction') throw new Error(`customer-${FINAL_CUSTOMER}: its event carries no transaction receipt`);
+      return parseLsn(receipt.commitLsn);
     },
     { timeoutMs: 300_000, intervalMs: 50 },
   );

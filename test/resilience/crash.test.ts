@@ -68,6 +68,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { mappers } from '../../examples/invoicing/index.js';
 import { createInvoicingWorkload, createPrng, type WorkloadCounts } from '../../examples/invoicing/workload.js';
+import { receiptFromMetadata } from '../../src/sink/receipt.js';
 import { formatLsn, parseLsn } from '../../src/source/position.js';
 import { captureRoleSql, setupCapture } from '../../src/source/setup.js';
 import type { SnapshotProgress } from '../../src/source/snapshot/index.js';
@@ -391,7 +392,8 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
         for (const stream of kurrent.streamNames()) {
           if (stream.startsWith('$') || stream.startsWith('event-assembler.')) continue;
           for (const event of kurrent.readStreamEvents(stream)) {
-            const lsn = (JSON.parse(decoder.decode(event.metadata)) as Record<string, string>)['receipt.commitLsn'];
+            const receipt = receiptFromMetadata(JSON.parse(decoder.decode(event.metadata)));
+            const lsn = receipt?.kind === 'transaction' ? receipt.commitLsn : undefined;
             // A transaction is acknowledged when its end LSN <= confirmed_flush_lsn; commit LSN >= confirmed means it is not.
             if (lsn && parseLsn(lsn) >= confirmed) count += 1;
           }

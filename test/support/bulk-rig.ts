@@ -10,6 +10,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { setupCapture } from '../../src/source/setup.js';
+import { receiptFromMetadata } from '../../src/sink/receipt.js';
 import { compareLsn } from '../../src/source/position.js';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB, type InMemoryKurrentDBOptions } from '../../src/testing/kurrentdb/index.js';
 import { createTestDatabase, type PostgresServerInfo, type TestDatabase } from '../../src/testing/postgres.js';
@@ -209,7 +210,7 @@ export function checkOrders(kdb: InMemoryKurrentDB, history: readonly BulkStep[]
       if (t.seen[index]) t.repeated += 1;
       t.seen[index] = 1;
       t.events += 1;
-      if (metadata['receipt.scope'] === 'unit') t.unitScoped += 1;
+      if (receiptFromMetadata(metadata)?.scope === 'unit') t.unitScoped += 1;
     }
     const wanted = want.map((step) => `${step.type}${step.status !== undefined ? `:${step.status}` : ''}`);
     if (JSON.stringify(got) !== JSON.stringify(wanted)) {

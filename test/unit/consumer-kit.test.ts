@@ -18,7 +18,7 @@ import {
 } from '../../src/consumer/index.js';
 import { defineMapper } from '../../src/mapping/define-mapper.js';
 import { mapUnit } from '../../src/mapping/map-unit.js';
-import { receiptAt, receiptToMetadata } from '../../src/sink/receipt.js';
+import { flatReceiptMetadata, receiptAt, receiptToMetadata } from '../../src/sink/receipt.js';
 import { encodeCheckpoint } from '../../src/source/position.js';
 import { insert, snapshotRecord, transaction } from '../../src/testing/mapper-kit.js';
 
@@ -130,6 +130,10 @@ describe('event metadata → typed fields', () => {
     const event = toProjectionEvent(recorded({ ...events[0]!.metadata, ...receiptToMetadata(receipt) }, events[0]!.id));
     expect(event.source).toEqual({ origin: 'snapshot', generation: 'g3', lsn: '0/500', sequence: 12, systemId: '7400' });
     expect(event.sourceVersion).toEqual({ systemId: '7400', lsn: '0/500', kind: 'snapshot', generation: 'g3', sequence: 12, ordinal: 0 });
+    // Written by an earlier version (flat receipt.* keys): read the same.
+    const old = toProjectionEvent(recorded({ ...events[0]!.metadata, ...flatReceiptMetadata(receipt) }, events[0]!.id));
+    expect(old.source).toEqual(event.source);
+    expect(old.sourceVersion).toEqual(event.sourceVersion);
   });
 
   it('a snapshot event says which kind of generation made it (snapshot.kind): initial, or a deliberate ad hoc re-reading', () => {

@@ -227,6 +227,12 @@ describe('mapUnit: error policy', () => {
       map: () => [{ stream: 'invoice-1', type: 'X', version: 1, data: {}, metadata: { 'receipt.position': 'x' } }],
     });
     expect(() => mapUnit([reserved], unit, context)).toThrow(/reserved/);
+    const receiptKey = defineMapper({
+      name: 'receipt-key',
+      tables: { 'public.invoice': { columns: ['id'] } },
+      map: () => [{ stream: 'invoice-1', type: 'X', version: 1, data: {}, metadata: { receipt: 'x' } }],
+    });
+    expect(() => mapUnit([receiptKey], unit, context)).toThrow(/"receipt".*reserved/);
     const notArray = defineMapper({ name: 'not-array', tables: { 'public.invoice': { columns: ['id'] } }, map: () => undefined as never });
     expect(() => mapUnit([notArray], unit, context)).toThrow(/return \[\] for none/);
   });

@@ -8,7 +8,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, defineConfig, parseConfig } from '../../src/config/index.js';
 import { compareRange, destinationSum, fieldDifferences, foldRange, type DestinationLine, type SourceLine } from '../../src/reconcile/compare.js';
 import { defineReconciler, type ReconcileEvent } from '../../src/reconcile/define-reconciler.js';
-import { inCut } from '../../src/reconcile/destination-events.js';
+import { inCut, toReconcileEvent } from '../../src/reconcile/destination-events.js';
+import { flatReceiptMetadata, receiptAt, receiptToMetadata } from '../../src/sink/receipt.js';
 import { formatReconcileReport } from '../../src/reconcile/format.js';
 import { canonicalJson, entityHash, rangeOf, RangeFiles, RangeSums } from '../../src/reconcile/ranges.js';
 import { reconcilerOf } from '../../src/reconcile/spill.js';
@@ -41,12 +42,30 @@ const row = (id: string, status: string, owner = 'ada'): string =>
 
 describe('the cut', () => {
   it("counts a transaction's events before the cut's LSN, a snapshot record's at or before it, and events without receipt always", () => {
-    expect(inCut({ 'receipt.kind': 'transaction', 'receipt.commitLsn': '0/1FF' }, '0/200')).toBe(true);
-    expect(inCut({ 'receipt.kind': 'transaction', 'receipt.commitLsn': '0/200' }, '0/200')).toBe(false);
+    // The receipt in both forms: the one `receipt` property, and the flat `receipt.*` keys earlier versions wrote.
+    for (const form of [receiptToMetadata, flatReceiptMetadata]) {
+      const change = (commitLsn: string) => form(receiptAt({ kind: 'transaction', assembler: 'a', commitLsn, xid: 1 }, 0, 1));
+      const record = (lsn: string) => form(receiptAt({ kind: 'snapshot', assembler: 'a', lsn, generation: '1', sequence: 0, table: 'public.t', key: '1' }, 0, 1));
+      expect(inCut(change('0/1FF'), '0/200')).toBe(true);
+      expect(inCut(change('0/200'), '0/200')).toBe(false);
+      expect(inCut(record('0/200'), '0/200')).toBe(true);
+      expect(inCut(record('0/201'), '0/200')).toBe(false);
+      expect(inCut({ ...record('0/201'), 'source.commitLsn': '0/100' }, '0/200')).toBe(false); // the receipt, not the source position
+    }
     expect(inCut({ 'source.commitLsn': '0/1FF' }, '0/200')).toBe(true);
-    expect(inCut({ 'receipt.kind': 'snapshot', 'receipt.lsn': '0/200' }, '0/200')).toBe(true);
-    expect(inCut({ 'receipt.kind': 'snapshot', 'receipt.lsn': '0/201' }, '0/200')).toBe(false);
+    expect(inCut({ 'source.commitLsn': '0/200' }, '0/200')).toBe(false);
     expect(inCut({}, '0/200')).toBe(true);
+  });
+
+  it("gives the fold the receipt's kind as `receipt.kind`, whichever form the receipt was written in", () => {
+    const receipt = receiptAt({ kind: 'snapshot', assembler: 'a', lsn: '0/10', generation: '1', sequence: 0, table: 'public.t', key: '1' }, 0, 1);
+    for (const metadata of [receiptToMetadata(receipt), flatReceiptMetadata(receipt)]) {
+      const event = toReconcileEvent('thing-1', 'ThingImported', '{}', { ...metadata, contract: 'ThingImported@1', 'source.tables': 'public.t' });
+      expect(event.metadata['receipt.kind']).toBe('snapshot');
+      expect(event.metadata['source.tables']).toBeUndefined(); // only what the fold and the cut read
+      expect(event.version).toBe(1);
+    }
+    expect(toReconcileEvent('thing-1', 'ThingImported', '{}', { contract: 'ThingImported@1' }).metadata['receipt.kind']).toBeUndefined();
   });
 });
 

@@ -3,7 +3,7 @@
 // record — bytes and counted size — that encoding its whole merged metadata gives.
 import { describe, expect, it } from 'vitest';
 import { prepareEvent, unitReceiptPart } from '../../src/sink/encoding.js';
-import { receiptAt, receiptToMetadata, type ReceiptUnit } from '../../src/sink/receipt.js';
+import { receiptAt, receiptToMetadata, type ReceiptScope, type ReceiptUnit } from '../../src/sink/receipt.js';
 import { encodeAppendRecordSized } from '../../src/sink/v2-append.js';
 
 const transaction: ReceiptUnit = { kind: 'transaction', assembler: 'billing', source: '7301234567890123456', commitLsn: '0/1A2B3C', xid: 812 };
@@ -17,17 +17,17 @@ describe('prepared events', () => {
     { quote: 'say "hi"' },
     { long: 'v'.repeat(300), ['k'.repeat(130)]: 'w' },
   ];
-  const places: [number, number][] = [[0, 1], [2, 3], [300, 301]];
+  const places: [number, number, ReceiptScope][] = [[0, 1, 'stream'], [2, 3, 'stream'], [300, 301, 'stream'], [1_500, 2_000, 'unit']];
   for (const unit of [transaction, snapshot]) {
     for (const [m, metadata] of metadatas.entries()) {
       it(`${unit.kind} unit, metadata sample ${m}: the record and its size are those of the merged metadata`, () => {
-        for (const [ordinal, count] of places) {
+        for (const [ordinal, count, scope] of places) {
           const event = { id: '6f1c8e2a-3b7d-4c59-9a0e-5d2b8f4c1e70', stream: 'invoice-1', type: 'InvoiceIssued', data: { n: 1, text: 'ü' }, metadata };
-          for (const prepared of [prepareEvent(event, unit, ordinal, count), prepareEvent(event, unitReceiptPart(unit), ordinal, count)]) {
-            const merged = { ...metadata, ...receiptToMetadata(receiptAt(unit, ordinal, count)) };
+          for (const prepared of [prepareEvent(event, unit, ordinal, count, scope), prepareEvent(event, unitReceiptPart(unit), ordinal, count, scope)]) {
+            const merged = { ...metadata, ...receiptToMetadata(receiptAt(unit, ordinal, count, scope)) };
             expect(prepared.metadata).toEqual(merged);
             expect(Object.keys(prepared.metadata)).toEqual(Object.keys(merged));
-            expect(prepared.receipt).toEqual(receiptAt(unit, ordinal, count));
+            expect(prepared.receipt).toEqual(receiptAt(unit, ordinal, count, scope));
             const whole = encodeAppendRecordSized(event.id, event.type, JSON.stringify(event.data), merged);
             expect(prepared.record.equals(whole.record)).toBe(true);
             expect(prepared.multiStreamSize).toBe(whole.size);
@@ -41,5 +41,7 @@ describe('prepared events', () => {
     const base = { id: '6f1c8e2a-3b7d-4c59-9a0e-5d2b8f4c1e70', stream: 's', type: 'T', data: {} };
     expect(() => prepareEvent({ ...base, metadata: { n: 1 as unknown as string } }, transaction, 0, 1)).toThrow(/metadata "n" that is not a string/);
     expect(() => prepareEvent({ ...base, metadata: { 'receipt.xid': '1' } }, transaction, 0, 1)).toThrow(/keys belong to the sink/);
+    expect(() => prepareEvent({ ...base, metadata: { receipt: 'r1|t|a||0/1|1|0|1' } }, transaction, 0, 1)).toThrow(/keys belong to the sink/);
+    expect(prepareEvent({ ...base, metadata: { receipts: 'mine' } }, transaction, 0, 1).metadata).toMatchObject({ receipts: 'mine' });
   });
 });
