@@ -8,7 +8,7 @@ import { createWritePath, type InjectedFailureKind, type InjectedFailureOptions,
 import { serverFeaturesGrpc, streamsGrpc, v2StreamsGrpc } from './proto.js';
 import { createServerFeaturesService } from './server-features-service.js';
 import { createEventStore } from './store.js';
-import { createStreamsService } from './streams-service.js';
+import { createStreamsService, streamsV1ServiceDefinition } from './streams-service.js';
 import { APPEND_SESSION_PATH, createStreamsV2Service, serveAppendSession, streamsV2ServiceDefinition } from './streams-v2-service.js';
 
 export interface InMemoryKurrentDBOptions {
@@ -184,7 +184,7 @@ export async function startInMemoryKurrentDB(options: InMemoryKurrentDBOptions =
     const server = new grpc.Server({ 'grpc.max_receive_message_length': -1 });
     const streamsService = createStreamsService(context, registerSubscription);
     if (!features.batchAppend) delete streamsService.batchAppend; // grpc-js answers UNIMPLEMENTED
-    server.addService(streamsGrpc.StreamsService, streamsService);
+    server.addService(streamsV1ServiceDefinition(streamsGrpc.StreamsService), streamsService);
     server.addService(serverFeaturesGrpc.ServerFeaturesService, createServerFeaturesService(features));
     if (features.multiStreamAppend) server.addService(streamsV2ServiceDefinition(v2StreamsGrpc.StreamsServiceService), createStreamsV2Service(context));
     const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());

@@ -2,16 +2,15 @@
 // $all: catch up through the log, report CaughtUp, then deliver live commits until the call ends.
 // Follows the enumerators in Services/Transport/Enumerators (StreamSubscription, AllSubscription,
 // AllSubscriptionFiltered).
-import type * as grpc from '@grpc/grpc-js';
 import { DELETED_STREAM } from './check-commit.js';
 import { streamDeletedError } from './errors.js';
 import { toEventFilter } from './event-filter.js';
 import { streamsPb } from './proto.js';
-import { caughtUp, checkpoint, confirmation, streamNameOf, toReadResp, type EncodeOptions } from './read-messages.js';
+import { encodeReadEvent } from './read-codec.js';
+import { caughtUp, checkpoint, confirmation, streamNameOf, type EncodeOptions, type ReadCall } from './read-messages.js';
 import type { EventStore } from './store.js';
 import type { RecordedEvent } from './store-types.js';
 
-type ReadCall = grpc.ServerWritableStream<streamsPb.ReadReq, streamsPb.ReadResp>;
 type Options = streamsPb.ReadReq.Options;
 
 /** Registers a live subscription with the server so `stop()` can detach it; returns the unregister. */
@@ -69,7 +68,7 @@ export function subscribeToStream(context: SubscriptionContext, call: ReadCall, 
   }
   if (catchUp.kind === 'ok') {
     for (const event of catchUp.events) {
-      call.write(toReadResp(event, encode));
+      call.write(encodeReadEvent(event, encode.uuidAsString));
       lastSent = event.revision;
     }
   }
@@ -84,7 +83,7 @@ export function subscribeToStream(context: SubscriptionContext, call: ReadCall, 
         return;
       }
       if (event.revision <= lastSent) continue;
-      call.write(toReadResp(event, encode));
+      call.write(encodeReadEvent(event, encode.uuidAsString));
       lastSent = event.revision;
     }
   });
@@ -118,7 +117,7 @@ export function subscribeToAll(context: SubscriptionContext, call: ReadCall, opt
 
   let considered = 0;
   const consider = (event: RecordedEvent) => {
-    if (filter(event)) call.write(toReadResp(event, encode));
+    if (filter(event)) call.write(encodeReadEvent(event, encode.uuidAsString));
     reached = event.position;
     if (checkpointInterval > 0 && ++considered >= checkpointInterval) {
       considered = 0;
