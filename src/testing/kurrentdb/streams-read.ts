@@ -4,7 +4,7 @@
 // Services/Transport/Grpc/Streams.Read.cs and the enumerators ReadStreamForwards/Backwards,
 // ReadAllForwards/Backwards (filtered or not).
 import type { ServerContext } from './context.js';
-import { streamDeletedError } from './errors.js';
+import { streamDeletedError, type RpcError } from './errors.js';
 import { toEventFilter } from './event-filter.js';
 import { streamsPb } from './proto.js';
 import { encodeLastStreamPosition, encodeReadEvent, encodeStreamNotFound, StreamReadRequest } from './read-codec.js';
@@ -34,23 +34,28 @@ function streamReadOf(options: Options, encode: EncodeOptions): StreamReadReques
   return new StreamReadRequest(streamNameOf(options), from, direction, BigInt(options.getCount()), encode.uuidAsString, compatibility);
 }
 
-function readStream(store: ReadableStore, call: ReadCall, read: StreamReadRequest): void {
+/**
+ * A plain stream read's answer: its messages (encoded), or the error that is the whole answer.
+ * ReadStreamForwards/Backwards: a missing stream is a StreamNotFound message and a normal end.
+ */
+export function streamReadAnswer(store: Pick<EventStore, 'readStream'>, read: StreamReadRequest): { messages: Buffer[]; error?: undefined } | { error: RpcError } {
   const { streamName } = read;
   const result = store.readStream(streamName, read.direction, read.from, read.count);
-
-  if (result.kind === 'deleted') {
-    call.emit('error', streamDeletedError(streamName));
-    return;
-  }
-  if (result.kind === 'not_found') {
-    // ReadStreamForwards/Backwards: NoStream -> a StreamNotFound message, then a normal end.
-    call.write(encodeStreamNotFound(streamName));
-    call.end();
-    return;
-  }
-  for (const event of result.events) call.write(encodeReadEvent(event, read.uuidAsString));
+  if (result.kind === 'deleted') return { error: streamDeletedError(streamName) };
+  if (result.kind === 'not_found') return { messages: [encodeStreamNotFound(streamName)] };
+  const messages = result.events.map((event) => encodeReadEvent(event, read.uuidAsString));
   // compatibility >= 1 (sent by the Rust client inside @kurrent/bridge): report the stream's end.
-  if (read.compatibility >= 1) call.write(encodeLastStreamPosition(result.lastRevision));
+  if (read.compatibility >= 1) messages.push(encodeLastStreamPosition(result.lastRevision));
+  return { messages };
+}
+
+function readStream(store: ReadableStore, call: ReadCall, read: StreamReadRequest): void {
+  const answer = streamReadAnswer(store, read);
+  if (answer.error) {
+    call.emit('error', answer.error);
+    return;
+  }
+  for (const message of answer.messages) call.write(message);
   call.end();
 }
 

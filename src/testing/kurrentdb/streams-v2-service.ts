@@ -14,6 +14,7 @@ import {
   streamRevisionConflictError,
   streamTombstonedError,
 } from './errors.js';
+import { answerError as h2AnswerError, answerMessages, statusError } from './h2-answer.js';
 import { v2StreamsPb } from './proto.js';
 import type { AppendRequest, ProposedEvent } from './store.js';
 import { decodeAppendRequest, type DecodedAppendRecord, type DecodedAppendRequest } from './v2-append-decoder.js';
@@ -198,31 +199,12 @@ export function serveAppendSession(context: ServerContext, stream: http2.ServerH
   const answerError = (error: grpc.ServerErrorResponse): void => {
     if (answered) return;
     answered = true;
-    if (stream.destroyed || stream.closed) return;
-    const trailers = error.metadata ? error.metadata.toHttp2Headers() : {};
-    stream.respond(
-      {
-        ':status': 200,
-        'content-type': 'application/grpc',
-        ...trailers,
-        'grpc-status': String(error.code ?? grpc.status.UNKNOWN),
-        'grpc-message': encodeURIComponent(error.details ?? error.message),
-      },
-      { endStream: true },
-    );
+    h2AnswerError(stream, error);
   };
   const answer = (response: v2StreamsPb.AppendSessionResponse): void => {
     if (answered) return;
     answered = true;
-    if (stream.destroyed || stream.closed) return;
-    const message = Buffer.from(response.serializeBinary());
-    const framed = Buffer.allocUnsafe(5 + message.length);
-    framed[0] = 0;
-    framed.writeUInt32BE(message.length, 1);
-    message.copy(framed, 5);
-    stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
-    stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
-    stream.end(framed);
+    answerMessages(stream, [Buffer.from(response.serializeBinary())]);
   };
   stream.on('error', () => {
     answered = true; // the connection is gone: nobody to answer
@@ -242,7 +224,7 @@ export function serveAppendSession(context: ServerContext, stream: http2.ServerH
         needed = 5 - pending.length;
         return;
       }
-      if (pending[0] !== 0) return answerError(Object.assign(new Error('compressed messages are not served'), { code: grpc.status.UNIMPLEMENTED, details: 'compressed messages are not served', metadata: new grpc.Metadata() }));
+      if (pending[0] !== 0) return answerError(statusError(grpc.status.UNIMPLEMENTED, 'compressed messages are not served'));
       const length = pending.readUInt32BE(1);
       if (pending.length < 5 + length) {
         needed = 5 + length - pending.length;
@@ -254,8 +236,7 @@ export function serveAppendSession(context: ServerContext, stream: http2.ServerH
       try {
         request = decodeAppendRequest(bytes, metadataTail);
       } catch (error) {
-        const details = `could not decode AppendRequest: ${(error as Error).message}`;
-        return answerError(Object.assign(new Error(details), { code: grpc.status.INTERNAL, details, metadata: new grpc.Metadata() }));
+        return answerError(statusError(grpc.status.INTERNAL, `could not decode AppendRequest: ${(error as Error).message}`));
       }
       const error = run.add(request);
       if (error) return answerError(error);
@@ -272,8 +253,7 @@ export function serveAppendSession(context: ServerContext, stream: http2.ServerH
     if (buffered > 0) parse();
     if (answered) return;
     if (pending.length > 0) {
-      const details = `the request ended inside a message (${pending.length} bytes left)`;
-      return answerError(Object.assign(new Error(details), { code: grpc.status.INTERNAL, details, metadata: new grpc.Metadata() }));
+      return answerError(statusError(grpc.status.INTERNAL, `the request ended inside a message (${pending.length} bytes left)`));
     }
     run.finish().then(answer, (error: grpc.ServerErrorResponse) => answerError(error));
   });
