@@ -34,14 +34,20 @@ const FORMAT_NAMES: Record<number, string> = {
  * `"$schema.name":<type>,"$schema.format":<format>}` as bytes, per format and type (a few per
  * workload): what the server adds after a record's properties in the event's metadata JSON.
  */
-const schemaTails = new Map<string, Buffer>();
+const schemaTails = new Map<number, Map<string, Buffer>>();
+let schemaTailCount = 0;
 export function metadataTail(format: number, type: string): Buffer {
-  const key = `${format}\n${type}`;
-  let tail = schemaTails.get(key);
+  // By format, then type: no key string made per record.
+  let byType = schemaTails.get(format);
+  let tail = byType?.get(type);
   if (!tail) {
     const formatName = FORMAT_NAMES[format] ?? String(format);
     tail = Buffer.from(`"$schema.name":${JSON.stringify(type)},"$schema.format":${JSON.stringify(formatName)}}`, 'utf8');
-    if (schemaTails.size < 1024) schemaTails.set(key, tail);
+    if (schemaTailCount < 1024) {
+      if (!byType) schemaTails.set(format, (byType = new Map()));
+      byType.set(type, tail);
+      schemaTailCount += 1;
+    }
   }
   return tail;
 }
