@@ -13,8 +13,8 @@
 //
 //   node --import tsx bench/server-cpu.bench.ts [events=30000]
 //   EA_BENCH_SERVERS="before=.tmp/srv-base/index.js,after=.tmp/srv-new/index.js" ROUNDS=2 …
-// EA_BENCH_SERVERS names the server builds to compare (label=module exporting startInMemoryKurrentDB),
-// run interleaved A B, B A, …; without it, the server bench/lib/subject.ts loads. RATE (default 5000
+// EA_BENCH_SERVERS names the server builds to compare (label=module exporting startInMemoryKurrentDB,
+// optionally @node options for its process, space-separated), run interleaved A B, B A, …; without it, the server bench/lib/subject.ts loads. RATE (default 5000
 // events/s) paces the live phase; BATCH (default 220) is the streams per multi-stream append.
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
@@ -33,10 +33,11 @@ const ROUNDS = Math.max(1, Number(process.env.ROUNDS ?? 1));
 /** Which measurements after the appends (all by default): `reads`, `catch-up`, `live` — e.g. PHASES=reads for a profile of reads. */
 const PHASES = new Set((process.env.PHASES ?? 'reads,catch-up,live').split(','));
 const SERVERS = (process.env.EA_BENCH_SERVERS ?? '').split(',').filter(Boolean).map((s) => {
-  const [label, module] = s.split('=');
-  return { label: label!, module: module ?? '' };
+  const label = s.slice(0, s.indexOf('='));
+  const [module, nodeArgs] = s.slice(s.indexOf('=') + 1).split('@');
+  return { label, module: module ?? '', nodeArgs: nodeArgs ?? process.env.EA_BENCH_SERVER_NODE_ARGS ?? '' };
 });
-if (SERVERS.length === 0) SERVERS.push({ label: 'subject', module: '' });
+if (SERVERS.length === 0) SERVERS.push({ label: 'subject', module: '', nodeArgs: process.env.EA_BENCH_SERVER_NODE_ARGS ?? '' });
 
 /** One invoicing-like unit: one event on its own stream, the metadata the pipeline writes. */
 function unit(prefix: string, n: number, sentAt = 0): SinkBatch {
@@ -168,9 +169,10 @@ console.log(`server-cpu bench: ${EVENTS} events, batches of ${BATCH}, live at ${
 const pad = (s: string | number, n: number) => String(s).padStart(n);
 console.log(`${pad('server', 8)} ${pad('round', 5)} | µs server CPU per: ${pad('append', 6)} ${pad('read h2', 7)} ${pad('read bridge', 11)} ${pad('catch-up', 8)} ${pad('live', 6)} (paced append ${pad('', 4)}) | live lag p50/p99 ms`);
 for (let round = 1; round <= ROUNDS; round++) {
-  for (const { label, module } of round % 2 === 1 ? SERVERS : [...SERVERS].reverse()) {
+  for (const { label, module, nodeArgs } of round % 2 === 1 ? SERVERS : [...SERVERS].reverse()) {
     if (module) process.env.EA_BENCH_SERVER_MODULE = module;
     else delete process.env.EA_BENCH_SERVER_MODULE;
+    process.env.EA_BENCH_SERVER_NODE_ARGS = nodeArgs;
     const f = await measure();
     console.log(
       `${pad(label, 8)} ${pad(round, 5)} | ${pad('', 19)}${pad(f.append.toFixed(1), 6)} ${pad(f.readH2.toFixed(1), 7)} ${pad(f.readBridge.toFixed(1), 11)} ${pad(f.catchUp.toFixed(1), 8)} ${pad(f.live.toFixed(1), 6)} (${pad(f.paced.toFixed(1), 17)}) | ${f.lagP50} / ${f.lagP99}`,

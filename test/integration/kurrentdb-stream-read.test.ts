@@ -1,11 +1,13 @@
-// Plain stream reads of the in-memory KurrentDB have two handlers — off the HTTP/2 stream
-// (streams-read-h2.ts, the default) and grpc-js's (streams-read.ts) — that must answer alike:
-// through the client's native bridge (every read shape, missing, deleted, truncated streams), and
-// on the wire for requests the raw handler leaves to grpc-js or refuses as grpc-js does.
+// Plain stream reads and catch-up subscriptions of the in-memory KurrentDB have two handlers — off
+// the HTTP/2 stream (streams-read-h2.ts, the default) and grpc-js's (streams-read.ts) — that must
+// answer alike: through the client's native bridge (every read shape, missing, deleted, truncated
+// streams), through its subscriptions (catch-up, live, filters, checkpoints, a stream tombstoned
+// while subscribed, a server stopped), and on the wire for requests the raw handler leaves to
+// grpc-js or refuses as grpc-js does.
 import { randomUUID } from 'node:crypto';
 import http2 from 'node:http2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKWARDS, binaryEvent, END, FORWARDS, jsonEvent, KurrentDBClient, START } from '@kurrent/kurrentdb-client';
+import { BACKWARDS, binaryEvent, END, FORWARDS, jsonEvent, KurrentDBClient, START, streamNameFilter } from '@kurrent/kurrentdb-client';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testing/index.js';
 import { emptyPb, sharedPb, streamsPb } from '../../src/testing/kurrentdb/proto.js';
 import { READ_PATH } from '../../src/testing/kurrentdb/streams-read-h2.js';
@@ -70,6 +72,57 @@ async function readEverything(client: KurrentDBClient): Promise<Record<string, u
     }
   }
   return results;
+}
+
+async function waitFor(what: string, condition: () => boolean, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+/** What a subscription saw, in order: events (stream, revision, id, type), checkpoints, caught-up, its end. */
+interface Seen {
+  log: string[];
+  ended: string | null;
+}
+
+function watch(subscription: NodeJS.EventEmitter, seen: Seen = { log: [], ended: null }): Seen {
+  subscription.on('data', (resolved: { event?: { streamId: string; revision: bigint; id: string; type: string } }) => {
+    const e = resolved.event;
+    // Records the server writes itself ($streamDeleted) get a fresh id on each server.
+    if (e) seen.log.push(`${e.streamId}@${e.revision} ${e.type.startsWith('$') ? '(server id)' : e.id} ${e.type}`);
+  });
+  subscription.on('caughtUp', () => seen.log.push('caught-up'));
+  subscription.on('error', (error: { type?: string }) => (seen.ended = error.type ?? 'error'));
+  subscription.on('end', () => (seen.ended ??= 'end'));
+  return seen;
+}
+
+/** Subscriptions through both handlers: catch-up, live events, a tombstone, then the server stops. */
+async function subscriptions(db: InMemoryKurrentDB, client: KurrentDBClient): Promise<Record<string, Seen>> {
+  const live = `live-${RUN}`;
+  const all: Seen = { log: [], ended: null };
+  const checkpointReached = () => void all.log.push('checkpoint');
+  watch(client.subscribeToAll({ fromPosition: START, filter: streamNameFilter({ prefixes: [`order-${RUN}`, live], checkpointInterval: 1, maxSearchWindow: 2, checkpointReached }) }), all);
+  const unfiltered = watch(client.subscribeToAll({ fromPosition: START }));
+  const onStream = watch(client.subscribeToStream(S.three, { fromRevision: START }));
+  const liveStream = watch(client.subscribeToStream(live, { fromRevision: END }));
+  await waitFor('catch-up', () => [all, onStream, liveStream, unfiltered].every((seen) => seen.log.includes('caught-up')));
+  await client.appendToStream(live, [MORE[0]!, MORE[1]!]);
+  await client.appendToStream(S.three, MORE[2]!);
+  await waitFor('live events', () => liveStream.log.length >= 3 && onStream.log.length >= 5);
+  await client.tombstoneStream(live);
+  await waitFor('the tombstone', () => liveStream.ended !== null);
+  const beforeStop = all.log.length;
+  await db.stop();
+  await waitFor('the end of the $all subscriptions', () => all.ended !== null && unfiltered.ended !== null && onStream.ended !== null);
+  await db.start();
+  expect(beforeStop).toBeGreaterThan(3);
+  // The unfiltered subscription saw the other tests' writes too, and system records: only its user events are compared.
+  unfiltered.log = unfiltered.log.filter((line) => line.includes(RUN) && !line.startsWith('$'));
+  return { all, unfiltered, onStream, liveStream };
 }
 
 function readRequest(stream: string): Buffer {
@@ -180,5 +233,27 @@ describe('plain stream reads: the HTTP/2 and grpc-js handlers answer alike', () 
     expect(http2Answers['missing']).toMatchObject({ status: '0', messages: 1 });
     expect(http2Answers['none']).toMatchObject({ status: '12', messages: 0 });
     expect(http2Answers['twice']).toMatchObject({ status: '12', messages: 0 });
+  });
+});
+
+describe('catch-up subscriptions: the HTTP/2 and grpc-js handlers deliver alike', () => {
+  it('catch-up, filters and checkpoints, live events, a tombstone, a server stop', async () => {
+    const results: Record<string, Record<string, Seen>> = {};
+    for (const handler of HANDLERS) {
+      const db = await startInMemoryKurrentDB({ streamReadHandler: handler });
+      const client = KurrentDBClient.connectionString(`${db.connectionString}&discoveryInterval=50`);
+      try {
+        await write(client);
+        results[handler] = await subscriptions(db, client);
+      } finally {
+        await client.dispose();
+        await db.close();
+      }
+    }
+    expect(results['http2']).toEqual(results['grpc-js']);
+    const seen = results['http2']!;
+    expect(seen['onStream']!.log.slice(0, 4)).toEqual([...THREE.map((e, n) => `${S.three}@${n} ${e.id} ${e.type}`), 'caught-up']);
+    expect(seen['liveStream']).toEqual({ log: ['caught-up', `live-${RUN}@0 ${MORE[0]!.id} E0`, `live-${RUN}@1 ${MORE[1]!.id} E1`], ended: 'stream-deleted' });
+    expect(seen['all']!.log.filter((line) => line === 'checkpoint').length).toBeGreaterThan(1);
   });
 });

@@ -13,6 +13,16 @@ import type { RecordedEvent } from './store-types.js';
  */
 export type ReadCall = grpc.ServerWritableStream<streamsPb.ReadReq | StreamReadRequest, streamsPb.ReadResp | Buffer>;
 
+/**
+ * What a catch-up subscription needs of its call: a grpc-js ReadCall, or the raw HTTP/2 one
+ * (h2-subscription-call.ts). Emitting 'error' ends the call with that error's status.
+ */
+export interface SubscriptionCall {
+  write(message: streamsPb.ReadResp | Buffer): boolean;
+  emit(event: 'error', error: grpc.ServerErrorResponse): boolean;
+  on(event: 'cancelled' | 'close' | 'error', listener: () => void): unknown;
+}
+
 export interface EncodeOptions {
   /** UUIDOption: the client asks for ids as strings or as two int64s. */
   readonly uuidAsString: boolean;

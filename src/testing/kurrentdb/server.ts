@@ -10,6 +10,7 @@ import { createServerFeaturesService } from './server-features-service.js';
 import { createEventStore } from './store.js';
 import { createStreamsService, streamsV1ServiceDefinition } from './streams-service.js';
 import { READ_PATH, serveStreamRead } from './streams-read-h2.js';
+import type { RegisterSubscription } from './streams-subscribe.js';
 import { APPEND_SESSION_PATH, createStreamsV2Service, serveAppendSession, streamsV2ServiceDefinition } from './streams-v2-service.js';
 
 export interface InMemoryKurrentDBOptions {
@@ -44,10 +45,10 @@ export interface InMemoryKurrentDBOptions {
    */
   appendSessionHandler?: 'http2' | 'grpc-js';
   /**
-   * Who serves plain stream reads (Streams.Read on a stream with a count, no subscription — tail
-   * reads): `'http2'` (default) answers them off the HTTP/2 stream (`serveStreamRead`), `'grpc-js'`
-   * through grpc-js, about twice the CPU per read. Same answers either way (both are tested); $all
-   * reads and subscriptions always go through grpc-js.
+   * Who serves plain stream reads (Streams.Read on a stream with a count — tail reads) and catch-up
+   * subscriptions: `'http2'` (default) off the HTTP/2 stream (`serveStreamRead`), `'grpc-js'`
+   * through grpc-js, about twice the CPU per read and per event delivered. Same answers either way
+   * (both are tested); $all reads always go through grpc-js.
    */
   streamReadHandler?: 'http2' | 'grpc-js';
 }
@@ -106,7 +107,7 @@ export interface InMemoryKurrentDB {
  * handling them on 'stream' (1.x): when that is not so, grpc-js serves everything — slower, the
  * same answers.
  */
-function routeRawCalls(server: grpc.Server, context: ServerContext, routes: { appendSession: boolean; streamRead: boolean }): void {
+function routeRawCalls(server: grpc.Server, context: ServerContext, routes: { appendSession: boolean; streamRead: RegisterSubscription | null }): void {
   const servers = (server as unknown as { http2Servers?: Map<http2.Http2Server, unknown> }).http2Servers;
   if (!(servers instanceof Map) || (!routes.appendSession && !routes.streamRead)) return;
   for (const h2 of servers.keys()) {
@@ -128,7 +129,7 @@ function routeRawCalls(server: grpc.Server, context: ServerContext, routes: { ap
       const path = headers[':path'];
       if ((path === APPEND_SESSION_PATH && routes.appendSession) || (path === READ_PATH && routes.streamRead)) {
         if (String(headers['content-type'] ?? '').startsWith('application/grpc')) {
-          if (path === READ_PATH) serveStreamRead(context.store, stream, toGrpc);
+          if (path === READ_PATH) serveStreamRead({ store: context.store, registerSubscription: routes.streamRead! }, stream, toGrpc);
           else serveAppendSession(context, stream);
           return;
         }
@@ -208,7 +209,7 @@ export async function startInMemoryKurrentDB(options: InMemoryKurrentDBOptions =
     const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
     routeRawCalls(server, context, {
       appendSession: features.multiStreamAppend && options.appendSessionHandler !== 'grpc-js',
-      streamRead: options.streamReadHandler !== 'grpc-js',
+      streamRead: options.streamReadHandler !== 'grpc-js' ? registerSubscription : null,
     });
     const listening = await listenOn(port, injector);
     port = listening.port;

@@ -10,14 +10,14 @@ import { streamsPb } from './proto.js';
 import { encodeLastStreamPosition, encodeReadEvent, encodeStreamNotFound, StreamReadRequest } from './read-codec.js';
 import { streamNameOf, type EncodeOptions, type ReadCall } from './read-messages.js';
 import type { EventStore, RecordedEvent } from './store.js';
-import { subscribeToAll, subscribeToStream, type RegisterSubscription } from './streams-subscribe.js';
+import { isSubscription, subscribe, type RegisterSubscription } from './streams-subscribe.js';
 
 export { toReadResp } from './read-messages.js';
 
 type Options = streamsPb.ReadReq.Options;
 type ReadableStore = Pick<EventStore, 'readStream' | 'log' | 'logIndexAtOrAfter'>;
 
-const { CountOptionCase, StreamOptionCase, ReadDirection } = streamsPb.ReadReq.Options;
+const { StreamOptionCase, ReadDirection } = streamsPb.ReadReq.Options;
 
 /** A stream read's parameters from the options google-protobuf decoded (what `decodeStreamReadRequest` leaves to it). */
 function streamReadOf(options: Options, encode: EncodeOptions): StreamReadRequest {
@@ -134,13 +134,9 @@ export function createReadHandler(context: ServerContext, registerSubscription: 
       call.end();
       return;
     }
+    if (isSubscription(options)) return subscribe(subscriptions, call, options);
     const encode: EncodeOptions = { uuidAsString: options.getUuidOption()?.hasString() ?? true };
-    const subscription = options.getCountOptionCase() === CountOptionCase.SUBSCRIPTION;
-    const onStream = options.getStreamOptionCase() === StreamOptionCase.STREAM;
-    if (onStream) {
-      if (subscription) subscribeToStream(subscriptions, call, options, encode);
-      else readStream(store, call, streamReadOf(options, encode));
-    } else if (subscription) subscribeToAll(subscriptions, call, options, encode);
+    if (options.getStreamOptionCase() === StreamOptionCase.STREAM) readStream(store, call, streamReadOf(options, encode));
     else void readAll(store, call, options, encode).catch((error: unknown) => call.destroy(error as Error));
   };
 }

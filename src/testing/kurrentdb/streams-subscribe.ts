@@ -7,7 +7,7 @@ import { streamDeletedError } from './errors.js';
 import { toEventFilter } from './event-filter.js';
 import { streamsPb } from './proto.js';
 import { encodeReadEvent } from './read-codec.js';
-import { caughtUp, checkpoint, confirmation, streamNameOf, type EncodeOptions, type ReadCall } from './read-messages.js';
+import { caughtUp, checkpoint, confirmation, streamNameOf, type EncodeOptions, type SubscriptionCall } from './read-messages.js';
 import type { EventStore } from './store.js';
 import type { RecordedEvent } from './store-types.js';
 
@@ -26,7 +26,7 @@ export interface SubscriptionContext {
 const DEFAULT_MAX_SEARCH_WINDOW = 32;
 
 /** Ties a live subscription's lifetime to the call (client cancel, server stop). */
-function keepOpen(call: ReadCall, registerSubscription: RegisterSubscription, stopListening: () => void): void {
+function keepOpen(call: SubscriptionCall, registerSubscription: RegisterSubscription, stopListening: () => void): void {
   let unregister = () => {};
   const close = () => {
     stopListening();
@@ -43,7 +43,7 @@ function keepOpen(call: ReadCall, registerSubscription: RegisterSubscription, st
  * Enumerator.StreamSubscription: from start, from end, or after a revision (exclusive);
  * catch up through the readable range, report CaughtUp, then deliver live events.
  */
-export function subscribeToStream(context: SubscriptionContext, call: ReadCall, options: Options, encode: EncodeOptions): void {
+export function subscribeToStream(context: SubscriptionContext, call: SubscriptionCall, options: Options, encode: EncodeOptions): void {
   const { store } = context;
   const streamName = streamNameOf(options);
   const streamOptions = options.getStream()!;
@@ -95,7 +95,7 @@ export function subscribeToStream(context: SubscriptionContext, call: ReadCall, 
  * subscription sends a checkpoint every `checkpointIntervalMultiplier x maxSearchWindow` records
  * considered, and one when catch-up ends; then CaughtUp, then live events.
  */
-export function subscribeToAll(context: SubscriptionContext, call: ReadCall, options: Options, encode: EncodeOptions): void {
+export function subscribeToAll(context: SubscriptionContext, call: SubscriptionCall, options: Options, encode: EncodeOptions): void {
   const { store } = context;
   const all = options.getAll()!;
   const { AllOptionCase } = streamsPb.ReadReq.Options.AllOptions;
@@ -135,4 +135,16 @@ export function subscribeToAll(context: SubscriptionContext, call: ReadCall, opt
     for (const event of events) consider(event);
   });
   keepOpen(call, context.registerSubscription, stopListening);
+}
+
+/** A subscription request (the `subscription` count option): to a stream or to $all. */
+export function subscribe(context: SubscriptionContext, call: SubscriptionCall, options: Options): void {
+  const encode: EncodeOptions = { uuidAsString: options.getUuidOption()?.hasString() ?? true };
+  if (options.getStreamOptionCase() === streamsPb.ReadReq.Options.StreamOptionCase.STREAM) subscribeToStream(context, call, options, encode);
+  else subscribeToAll(context, call, options, encode);
+}
+
+/** True when the request asks for a subscription. */
+export function isSubscription(options: Options): boolean {
+  return options.getCountOptionCase() === streamsPb.ReadReq.Options.CountOptionCase.SUBSCRIPTION;
 }
