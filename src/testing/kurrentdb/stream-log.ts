@@ -33,8 +33,23 @@ export function createStreamLog() {
   let createdMs = -1;
   let created = 0n;
 
+  // The last stream found: a read or an append looks its stream up several times in a row
+  // (tombstone, events, revision, ...). Only found streams are remembered (an index is never
+  // replaced or removed), so a miss is always asked of the map again.
+  let lastName: string | undefined;
+  let lastIndex: StreamIndex | undefined;
+  function find(streamName: string): StreamIndex | undefined {
+    if (streamName === lastName) return lastIndex;
+    const stream = streams.get(streamName);
+    if (stream) {
+      lastName = streamName;
+      lastIndex = stream;
+    }
+    return stream;
+  }
+
   function streamOf(streamName: string): StreamIndex {
-    let stream = streams.get(streamName);
+    let stream = find(streamName);
     if (!stream) {
       stream = { events: [], tombstone: undefined };
       streams.set(streamName, stream);
@@ -66,7 +81,7 @@ export function createStreamLog() {
   }
 
   function lastEventNumber(streamName: string): bigint {
-    const stream = streams.get(streamName);
+    const stream = find(streamName);
     if (!stream) return -1n;
     if (stream.tombstone) return DELETED_STREAM;
     return BigInt(stream.events.length) - 1n;
@@ -114,14 +129,14 @@ export function createStreamLog() {
     lastEventNumber,
     eventAt(streamName: string, revision: bigint): RecordedEvent | undefined {
       if (revision < 0n) return undefined;
-      return streams.get(streamName)?.events[Number(revision)];
+      return find(streamName)?.events[Number(revision)];
     },
-    isTombstoned: (streamName: string): boolean => streams.get(streamName)?.tombstone !== undefined,
+    isTombstoned: (streamName: string): boolean => find(streamName)?.tombstone !== undefined,
     /** The stream's current metadata (the last event of its metastream). */
     streamMetadata,
     /** IndexWriter.IsSoftDeleted: the stream's metadata has `$tb` = EventNumber.DeletedStream. */
     isSoftDeleted: (streamName: string): boolean => streamMetadata(streamName).truncateBefore === DELETED_STREAM,
-    streamEvents: (streamName: string): ReadonlyArray<RecordedEvent> => streams.get(streamName)?.events ?? [],
+    streamEvents: (streamName: string): ReadonlyArray<RecordedEvent> => find(streamName)?.events ?? [],
     streamNames: (): string[] => [...streams.keys()],
     /** The whole log in commit order ($all), including system records. */
     log: (): ReadonlyArray<RecordedEvent> => log,
