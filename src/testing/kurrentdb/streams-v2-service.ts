@@ -16,6 +16,7 @@ import {
 } from './errors.js';
 import { answerError as h2AnswerError, answerMessages, statusError } from './h2-answer.js';
 import { v2StreamsPb } from './proto.js';
+import { encodeAppendSessionResponse, type AppendOutput } from './v2-append-response.js';
 import type { AppendRequest, ProposedEvent } from './store.js';
 import { decodeAppendRequest, type DecodedAppendRecord, type DecodedAppendRequest } from './v2-append-decoder.js';
 import { ExpectedVersion } from './store.js';
@@ -95,7 +96,8 @@ export function toProposedEvent(record: DecodedAppendRecord): { event: ProposedE
 interface AppendSessionRun {
   /** Null when accepted; the error that ends the session otherwise. */
   add(request: DecodedAppendRequest): grpc.ServerErrorResponse | null;
-  finish(): Promise<v2StreamsPb.AppendSessionResponse>;
+  /** The AppendSessionResponse, encoded (v2-append-response.ts). */
+  finish(): Promise<Buffer>;
 }
 
 function startAppendSession(context: ServerContext): AppendSessionRun {
@@ -145,24 +147,17 @@ function startAppendSession(context: ServerContext): AppendSessionRun {
         const expected = requests.find((r) => r.streamName === first.streamName)?.expectedRevision ?? ExpectedVersion.Any;
         throw streamRevisionConflictError(first.streamName, expected, actual);
       }
-      const response = new v2StreamsPb.AppendSessionResponse();
-      for (const stream of result.streams) {
-        if (stream.kind !== 'ok') continue;
-        const output = new v2StreamsPb.AppendResponse();
-        output.setStream(stream.streamName);
-        output.setStreamRevision(stream.currentRevision.toString());
-        response.addOutput(output);
-      }
-      response.setPosition((result.position ?? -1n).toString());
-      return response;
+      const outputs: AppendOutput[] = [];
+      for (const stream of result.streams) if (stream.kind === 'ok') outputs.push({ streamName: stream.streamName, revision: stream.currentRevision });
+      return encodeAppendSessionResponse(outputs, result.position ?? -1n);
     },
   };
 }
 
 export function createStreamsV2Service(context: ServerContext): grpc.UntypedServiceImplementation {
   function appendSession(
-    call: grpc.ServerReadableStream<DecodedAppendRequest, v2StreamsPb.AppendSessionResponse>,
-    callback: grpc.sendUnaryData<v2StreamsPb.AppendSessionResponse>,
+    call: grpc.ServerReadableStream<DecodedAppendRequest, Buffer>,
+    callback: grpc.sendUnaryData<Buffer>,
   ): void {
     const run = startAppendSession(context);
     let failed = false;
@@ -207,10 +202,10 @@ export function serveAppendSession(context: ServerContext, stream: http2.ServerH
     answered = true;
     h2AnswerError(stream, error);
   };
-  const answer = (response: v2StreamsPb.AppendSessionResponse): void => {
+  const answer = (response: Buffer): void => {
     if (answered) return;
     answered = true;
-    answerMessages(stream, [Buffer.from(response.serializeBinary())]);
+    answerMessages(stream, [response]);
   };
   stream.on('error', () => {
     answered = true; // the connection is gone: nobody to answer
@@ -267,10 +262,18 @@ export function serveAppendSession(context: ServerContext, stream: http2.ServerH
 
 /**
  * The v2 service definition with AppendSession's requests decoded by `decodeAppendRequest`
- * (no google-protobuf objects per record); responses are the generated classes.
+ * (no google-protobuf objects per record) and its answers encoded by hand (v2-append-response.ts).
  */
 export function streamsV2ServiceDefinition(definition: grpc.ServiceDefinition): grpc.ServiceDefinition {
   const appendSession = definition['appendSession'];
   if (!appendSession) throw new Error('the v2 StreamsService definition has no appendSession');
-  return { ...definition, appendSession: { ...appendSession, requestDeserialize: (bytes: Buffer) => decodeAppendRequest(bytes, metadataTail) } };
+  return {
+    ...definition,
+    appendSession: {
+      ...appendSession,
+      requestDeserialize: (bytes: Buffer) => decodeAppendRequest(bytes, metadataTail),
+      // Answers are encoded by hand (encodeAppendSessionResponse).
+      responseSerialize: (value: unknown) => (Buffer.isBuffer(value) ? value : appendSession.responseSerialize(value)),
+    },
+  };
 }
