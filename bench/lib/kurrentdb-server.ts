@@ -5,11 +5,13 @@
  *   node --import tsx bench/lib/kurrentdb-server.ts <appendLatencyMs>
  *
  * Prints one JSON line `{ "connectionString": … }` when listening; exits on SIGTERM or when its
- * parent's stdin closes.
+ * parent's stdin closes. The server is the one bench/lib/subject.ts loads (the bench build, or the
+ * sources), unless EA_BENCH_SERVER_MODULE names another module exporting `startInMemoryKurrentDB`
+ * (a path or file URL: an older build, for before/after comparisons — bench/server-cpu.bench.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { startInMemoryKurrentDB } from './subject.js';
+import { pathToFileURL, fileURLToPath } from 'node:url';
+import type * as KurrentModule from '../../src/testing/kurrentdb/index.js';
 
 export interface ServerProcess {
   readonly connectionString: string;
@@ -47,6 +49,10 @@ export function startKurrentDBProcess(appendLatencyMs: number): Promise<ServerPr
 
 const isMain = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1];
 if (isMain) {
+  const override = process.env.EA_BENCH_SERVER_MODULE;
+  const { startInMemoryKurrentDB } = (
+    override ? await import(override.startsWith('file:') ? override : pathToFileURL(override).href) : await import('./subject.js')
+  ) as Pick<typeof KurrentModule, 'startInMemoryKurrentDB'>;
   const db = await startInMemoryKurrentDB({ appendLatencyMs: Number(process.argv[2] ?? 0) });
   const shutdown = () => void db.close().then(() => process.exit(0));
   process.once('SIGTERM', shutdown);

@@ -20,8 +20,11 @@
 // (the weak-idempotency cache); the services: streams-service.ts (v1 Streams, wiring) with
 // streams-read.ts / streams-subscribe.ts / streams-append.ts / streams-batch-append.ts /
 // streams-delete.ts (one per RPC), streams-messages.ts / read-messages.ts / event-filter.ts (v1
-// messages in and out), streams-v2-service.ts, server-features-service.ts; errors.ts (errors as
-// the server raises them), proto.ts (the client's generated protocol modules).
+// messages in and out), read-codec.ts (Read's hot messages by hand), streams-v2-service.ts with
+// v2-append-decoder.ts / v2-append-response.ts, server-features-service.ts; the calls served off
+// the HTTP/2 stream instead of grpc-js: AppendSession (streams-v2-service.ts), plain stream reads
+// and subscriptions (streams-read-h2.ts, h2-subscription-call.ts), their answers (h2-answer.ts);
+// errors.ts (errors as the server raises them), proto.ts (the client's generated protocol modules).
 export { startInMemoryKurrentDB } from './server.js';
 export type { InMemoryKurrentDB, InMemoryKurrentDBOptions, StoredEvent } from './server.js';
 export type { InjectedFailureKind, InjectedFailureOptions } from './context.js';

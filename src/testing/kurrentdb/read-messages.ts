@@ -2,8 +2,26 @@
 // ConvertToReadEvent), StreamNotFound, and a subscription's Confirmation, CaughtUp and Checkpoint.
 // Builders only; the read and subscription handlers decide what to send when.
 import { randomUUID } from 'node:crypto';
+import type * as grpc from '@grpc/grpc-js';
 import { sharedPb, streamsPb, timestampPb } from './proto.js';
+import type { StreamReadRequest } from './read-codec.js';
 import type { RecordedEvent } from './store-types.js';
+
+/**
+ * A Streams.Read call: its request decoded by google-protobuf, or by hand for a plain stream
+ * read; its responses google-protobuf messages, or bytes encoded by hand (read-codec.ts).
+ */
+export type ReadCall = grpc.ServerWritableStream<streamsPb.ReadReq | StreamReadRequest, streamsPb.ReadResp | Buffer>;
+
+/**
+ * What a catch-up subscription needs of its call: a grpc-js ReadCall, or the raw HTTP/2 one
+ * (h2-subscription-call.ts). Emitting 'error' ends the call with that error's status.
+ */
+export interface SubscriptionCall {
+  write(message: streamsPb.ReadResp | Buffer): boolean;
+  emit(event: 'error', error: grpc.ServerErrorResponse): boolean;
+  on(event: 'cancelled' | 'close' | 'error', listener: () => void): unknown;
+}
 
 export interface EncodeOptions {
   /** UUIDOption: the client asks for ids as strings or as two int64s. */

@@ -25,45 +25,51 @@ function entrySize(streamName: string): number {
  *   `2` makes eviction easy to show).
  */
 export function createRecentEvents(capacity?: number) {
-  // FIFO order lives in `queue` (ids with the sequence number of their insertion), not in the Map:
-  // evicting a Map's oldest entries by iterating it from the front skips every entry deleted so
-  // far (V8 keeps them as holes until it rebuilds the table), which made each append slower than
-  // the last once the cache was full (a third of the in-memory server's CPU at 300,000 events).
-  const entries = new Map<string, { readonly info: EventInfo; readonly seq: number }>();
-  let queue: { readonly id: string; readonly seq: number }[] = [];
+  // FIFO order lives in `queue` (ids, with the info remembered for each, in two parallel arrays:
+  // no object per entry), not in the Map: evicting a Map's oldest entries by iterating it from
+  // the front skips every entry deleted so far (V8 keeps them as holes until it rebuilds the
+  // table), which made each append slower than the last once the cache was full (a third of the
+  // in-memory server's CPU at 300,000 events).
+  const entries = new Map<string, EventInfo>();
+  let queueIds: string[] = [];
+  let queueInfos: EventInfo[] = [];
   let head = 0;
-  let seq = 0;
   let bytes = 0;
 
   const overLimit = () => (capacity !== undefined ? entries.size > capacity : bytes > COMMITTED_EVENTS_MEM_CACHE_LIMIT);
 
   return {
-    get: (eventId: string): EventInfo | undefined => entries.get(eventId)?.info,
+    get: (eventId: string): EventInfo | undefined => entries.get(eventId),
 
+    /** `info` is kept as it is (the store passes the recorded event itself: no copy per event). */
     remember(eventId: string, info: EventInfo): void {
       const previous = entries.get(eventId);
-      if (previous) bytes -= entrySize(previous.info.streamName);
-      seq += 1;
-      entries.set(eventId, { info, seq });
-      queue.push({ id: eventId, seq });
+      if (previous) bytes -= entrySize(previous.streamName);
+      entries.set(eventId, info);
+      queueIds.push(eventId);
+      queueInfos.push(info);
       bytes += entrySize(info.streamName);
-      while (overLimit() && head < queue.length) {
-        const oldest = queue[head++]!;
-        const entry = entries.get(oldest.id);
+      while (overLimit() && head < queueIds.length) {
+        const oldest = queueIds[head]!;
+        const oldestInfo = queueInfos[head]!;
+        head += 1;
+        const entry = entries.get(oldest);
         // A stale queue entry: the id was remembered again since (it moved to the end).
-        if (!entry || entry.seq !== oldest.seq) continue;
-        entries.delete(oldest.id);
-        bytes -= entrySize(entry.info.streamName);
+        if (!entry || entry !== oldestInfo) continue;
+        entries.delete(oldest);
+        bytes -= entrySize(entry.streamName);
       }
-      if (head > 4096 && head * 2 > queue.length) {
-        queue = queue.slice(head);
+      if (head > 4096 && head * 2 > queueIds.length) {
+        queueIds = queueIds.slice(head);
+        queueInfos = queueInfos.slice(head);
         head = 0;
       }
     },
 
     clear(): void {
       entries.clear();
-      queue = [];
+      queueIds = [];
+      queueInfos = [];
       head = 0;
       bytes = 0;
     },

@@ -8,7 +8,9 @@ import { createWritePath, type InjectedFailureKind, type InjectedFailureOptions,
 import { serverFeaturesGrpc, streamsGrpc, v2StreamsGrpc } from './proto.js';
 import { createServerFeaturesService } from './server-features-service.js';
 import { createEventStore } from './store.js';
-import { createStreamsService } from './streams-service.js';
+import { createStreamsService, streamsV1ServiceDefinition } from './streams-service.js';
+import { READ_PATH, serveStreamRead } from './streams-read-h2.js';
+import type { RegisterSubscription } from './streams-subscribe.js';
 import { APPEND_SESSION_PATH, createStreamsV2Service, serveAppendSession, streamsV2ServiceDefinition } from './streams-v2-service.js';
 
 export interface InMemoryKurrentDBOptions {
@@ -42,6 +44,13 @@ export interface InMemoryKurrentDBOptions {
    * 0.1 ms of CPU per stream of a call more. Same checks and answers either way (both are tested).
    */
   appendSessionHandler?: 'http2' | 'grpc-js';
+  /**
+   * Who serves plain stream reads (Streams.Read on a stream with a count — tail reads) and catch-up
+   * subscriptions: `'http2'` (default) off the HTTP/2 stream (`serveStreamRead`), `'grpc-js'`
+   * through grpc-js, about twice the CPU per read and per event delivered. Same answers either way
+   * (both are tested); $all reads always go through grpc-js.
+   */
+  streamReadHandler?: 'http2' | 'grpc-js';
 }
 
 export interface StoredEvent {
@@ -92,30 +101,40 @@ export interface InMemoryKurrentDB {
 }
 
 /**
- * Serves AppendSession off the HTTP/2 stream (`serveAppendSession`) instead of through grpc-js's
- * per-message machinery; every other path goes to grpc-js as before. Relies on grpc-js keeping
- * its HTTP/2 servers in `http2Servers` and handling them on 'stream' (1.x): when that is not so,
- * AppendSession stays with the grpc-js handler — slower, the same answers.
+ * Serves AppendSession (`serveAppendSession`) and plain stream reads (`serveStreamRead`) off the
+ * HTTP/2 stream instead of through grpc-js's per-call and per-message machinery; every other call
+ * goes to grpc-js as before. Relies on grpc-js keeping its HTTP/2 servers in `http2Servers` and
+ * handling them on 'stream' (1.x): when that is not so, grpc-js serves everything — slower, the
+ * same answers.
  */
-function routeAppendSession(server: grpc.Server, context: ServerContext): void {
+function routeRawCalls(server: grpc.Server, context: ServerContext, routes: { appendSession: boolean; streamRead: RegisterSubscription | null }): void {
   const servers = (server as unknown as { http2Servers?: Map<http2.Http2Server, unknown> }).http2Servers;
-  if (!(servers instanceof Map)) return;
+  if (!(servers instanceof Map) || (!routes.appendSession && !routes.streamRead)) return;
   for (const h2 of servers.keys()) {
     // Flow-control windows as Kestrel's defaults (KurrentDB's HTTP/2 server): 768 KiB per stream,
     // 1 MiB per connection — grpc-js's 64 KiB made a 450 KB append wait for several window updates.
-    h2.on('session', (session: http2.ServerHttp2Session) => {
-      session.settings({ initialWindowSize: 768 * 1024 });
-      session.setLocalWindowSize(1024 * 1024);
-    });
+    if (routes.appendSession) {
+      h2.on('session', (session: http2.ServerHttp2Session) => {
+        session.settings({ initialWindowSize: 768 * 1024 });
+        session.setLocalWindowSize(1024 * 1024);
+      });
+    }
     const grpcHandlers = h2.listeners('stream') as ((...args: unknown[]) => void)[];
     if (grpcHandlers.length === 0) continue;
     h2.removeAllListeners('stream');
     h2.on('stream', (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, ...rest: unknown[]) => {
-      if (headers[':path'] === APPEND_SESSION_PATH && String(headers['content-type'] ?? '').startsWith('application/grpc')) {
-        serveAppendSession(context, stream);
-        return;
+      const toGrpc = () => {
+        for (const handler of grpcHandlers) handler.call(h2, stream, headers, ...rest);
+      };
+      const path = headers[':path'];
+      if ((path === APPEND_SESSION_PATH && routes.appendSession) || (path === READ_PATH && routes.streamRead)) {
+        if (String(headers['content-type'] ?? '').startsWith('application/grpc')) {
+          if (path === READ_PATH) serveStreamRead({ store: context.store, registerSubscription: routes.streamRead! }, stream, toGrpc);
+          else serveAppendSession(context, stream);
+          return;
+        }
       }
-      for (const handler of grpcHandlers) handler.call(h2, stream, headers, ...rest);
+      toGrpc();
     });
   }
 }
@@ -184,11 +203,14 @@ export async function startInMemoryKurrentDB(options: InMemoryKurrentDBOptions =
     const server = new grpc.Server({ 'grpc.max_receive_message_length': -1 });
     const streamsService = createStreamsService(context, registerSubscription);
     if (!features.batchAppend) delete streamsService.batchAppend; // grpc-js answers UNIMPLEMENTED
-    server.addService(streamsGrpc.StreamsService, streamsService);
+    server.addService(streamsV1ServiceDefinition(streamsGrpc.StreamsService), streamsService);
     server.addService(serverFeaturesGrpc.ServerFeaturesService, createServerFeaturesService(features));
     if (features.multiStreamAppend) server.addService(streamsV2ServiceDefinition(v2StreamsGrpc.StreamsServiceService), createStreamsV2Service(context));
     const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
-    if (features.multiStreamAppend && options.appendSessionHandler !== 'grpc-js') routeAppendSession(server, context);
+    routeRawCalls(server, context, {
+      appendSession: features.multiStreamAppend && options.appendSessionHandler !== 'grpc-js',
+      streamRead: options.streamReadHandler !== 'grpc-js' ? registerSubscription : null,
+    });
     const listening = await listenOn(port, injector);
     port = listening.port;
     running = { server, drop: listening.drop };

@@ -59,7 +59,7 @@ export function createEventStore(options: EventStoreOptions) {
     index,
     appendEvent(streamName, event) {
       const recorded = log.appendToStream(streamName, event);
-      recentEvents.remember(recorded.id, { streamName, revision: recorded.revision, position: recorded.position });
+      recentEvents.remember(recorded.id, recorded); // a RecordedEvent is an EventInfo: no copy per event
       return recorded;
     },
     writeTombstone: log.writeTombstone,

@@ -3,25 +3,24 @@
 // option) live in streams-subscribe.ts, the messages in read-messages.ts. Follows
 // Services/Transport/Grpc/Streams.Read.cs and the enumerators ReadStreamForwards/Backwards,
 // ReadAllForwards/Backwards (filtered or not).
-import type * as grpc from '@grpc/grpc-js';
 import type { ServerContext } from './context.js';
-import { streamDeletedError } from './errors.js';
+import { streamDeletedError, type RpcError } from './errors.js';
 import { toEventFilter } from './event-filter.js';
 import { streamsPb } from './proto.js';
-import { lastStreamPosition, streamNameOf, streamNotFound, toReadResp, type EncodeOptions } from './read-messages.js';
+import { encodeLastStreamPosition, encodeReadEvent, encodeStreamNotFound, StreamReadRequest } from './read-codec.js';
+import { streamNameOf, type EncodeOptions, type ReadCall } from './read-messages.js';
 import type { EventStore, RecordedEvent } from './store.js';
-import { subscribeToAll, subscribeToStream, type RegisterSubscription } from './streams-subscribe.js';
+import { isSubscription, subscribe, type RegisterSubscription } from './streams-subscribe.js';
 
 export { toReadResp } from './read-messages.js';
 
-type ReadCall = grpc.ServerWritableStream<streamsPb.ReadReq, streamsPb.ReadResp>;
 type Options = streamsPb.ReadReq.Options;
 type ReadableStore = Pick<EventStore, 'readStream' | 'log' | 'logIndexAtOrAfter'>;
 
-const { CountOptionCase, StreamOptionCase, ReadDirection } = streamsPb.ReadReq.Options;
+const { StreamOptionCase, ReadDirection } = streamsPb.ReadReq.Options;
 
-function readStream(store: ReadableStore, call: ReadCall, options: Options, encode: EncodeOptions): void {
-  const streamName = streamNameOf(options);
+/** A stream read's parameters from the options google-protobuf decoded (what `decodeStreamReadRequest` leaves to it). */
+function streamReadOf(options: Options, encode: EncodeOptions): StreamReadRequest {
   const streamOptions = options.getStream()!;
   const { RevisionOptionCase } = streamsPb.ReadReq.Options.StreamOptions;
   const from =
@@ -31,21 +30,32 @@ function readStream(store: ReadableStore, call: ReadCall, options: Options, enco
         ? 'end'
         : 'start';
   const direction = options.getReadDirection() === ReadDirection.BACKWARDS ? 'backwards' : 'forwards';
-  const result = store.readStream(streamName, direction, from, BigInt(options.getCount()));
+  const compatibility = options.getControlOption()?.getCompatibility() ?? 0;
+  return new StreamReadRequest(streamNameOf(options), from, direction, BigInt(options.getCount()), encode.uuidAsString, compatibility);
+}
 
-  if (result.kind === 'deleted') {
-    call.emit('error', streamDeletedError(streamName));
-    return;
-  }
-  if (result.kind === 'not_found') {
-    // ReadStreamForwards/Backwards: NoStream -> a StreamNotFound message, then a normal end.
-    call.write(streamNotFound(streamName));
-    call.end();
-    return;
-  }
-  for (const event of result.events) call.write(toReadResp(event, encode));
+/**
+ * A plain stream read's answer: its messages (encoded), or the error that is the whole answer.
+ * ReadStreamForwards/Backwards: a missing stream is a StreamNotFound message and a normal end.
+ */
+export function streamReadAnswer(store: Pick<EventStore, 'readStream'>, read: StreamReadRequest): { messages: Buffer[]; error?: undefined } | { error: RpcError } {
+  const { streamName } = read;
+  const result = store.readStream(streamName, read.direction, read.from, read.count);
+  if (result.kind === 'deleted') return { error: streamDeletedError(streamName) };
+  if (result.kind === 'not_found') return { messages: [encodeStreamNotFound(streamName)] };
+  const messages = result.events.map((event) => encodeReadEvent(event, read.uuidAsString));
   // compatibility >= 1 (sent by the Rust client inside @kurrent/bridge): report the stream's end.
-  if ((options.getControlOption()?.getCompatibility() ?? 0) >= 1) call.write(lastStreamPosition(result.lastRevision));
+  if (read.compatibility >= 1) messages.push(encodeLastStreamPosition(result.lastRevision));
+  return { messages };
+}
+
+function readStream(store: ReadableStore, call: ReadCall, read: StreamReadRequest): void {
+  const answer = streamReadAnswer(store, read);
+  if (answer.error) {
+    call.emit('error', answer.error);
+    return;
+  }
+  for (const message of answer.messages) call.write(message);
   call.end();
 }
 
@@ -83,7 +93,7 @@ async function readAll(store: ReadableStore, call: ReadCall, options: Options, e
   const maxCount = BigInt(options.getCount());
   let sent = 0n;
   const send = async (event: RecordedEvent): Promise<boolean> => {
-    if (!call.write(toReadResp(event, encode))) await writable(call);
+    if (!call.write(encodeReadEvent(event, encode.uuidAsString))) await writable(call);
     sent++;
     return !call.cancelled && !call.destroyed;
   };
@@ -117,18 +127,16 @@ export function createReadHandler(context: ServerContext, registerSubscription: 
   const { store } = context;
   const subscriptions = { store, registerSubscription };
   return function read(call: ReadCall): void {
+    // A plain stream read arrives decoded by hand (read-codec.ts, streamsV1ServiceDefinition).
+    if (call.request instanceof StreamReadRequest) return readStream(store, call, call.request);
     const options = call.request.getOptions();
     if (!options) {
       call.end();
       return;
     }
+    if (isSubscription(options)) return subscribe(subscriptions, call, options);
     const encode: EncodeOptions = { uuidAsString: options.getUuidOption()?.hasString() ?? true };
-    const subscription = options.getCountOptionCase() === CountOptionCase.SUBSCRIPTION;
-    const onStream = options.getStreamOptionCase() === StreamOptionCase.STREAM;
-    if (onStream) {
-      if (subscription) subscribeToStream(subscriptions, call, options, encode);
-      else readStream(store, call, options, encode);
-    } else if (subscription) subscribeToAll(subscriptions, call, options, encode);
+    if (options.getStreamOptionCase() === StreamOptionCase.STREAM) readStream(store, call, streamReadOf(options, encode));
     else void readAll(store, call, options, encode).catch((error: unknown) => call.destroy(error as Error));
   };
 }

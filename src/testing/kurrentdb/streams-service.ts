@@ -6,6 +6,7 @@ import type { ServerContext } from './context.js';
 import { createAppendHandler } from './streams-append.js';
 import { createBatchAppendHandler } from './streams-batch-append.js';
 import { createDeleteHandlers } from './streams-delete.js';
+import { decodeStreamReadRequest } from './read-codec.js';
 import { createReadHandler } from './streams-read.js';
 import type { RegisterSubscription } from './streams-subscribe.js';
 
@@ -19,5 +20,24 @@ export function createStreamsService(context: ServerContext, registerSubscriptio
     batchAppend: createBatchAppendHandler(context),
     delete: deletes.softDelete,
     tombstone: deletes.tombstone,
+  };
+}
+
+/**
+ * The v1 service definition with Read's plain stream reads decoded by hand (the rest by
+ * google-protobuf, as generated), and responses already encoded by hand passed through as they
+ * are (read-codec.ts): no google-protobuf objects per tail read or per event sent.
+ */
+export function streamsV1ServiceDefinition(definition: grpc.ServiceDefinition): grpc.ServiceDefinition {
+  const read = definition['read'];
+  if (!read) throw new Error('the v1 Streams service definition has no read');
+  const { requestDeserialize, responseSerialize } = read;
+  return {
+    ...definition,
+    read: {
+      ...read,
+      requestDeserialize: (bytes: Buffer) => decodeStreamReadRequest(bytes) ?? requestDeserialize(bytes),
+      responseSerialize: (value: unknown) => (Buffer.isBuffer(value) ? value : responseSerialize(value)),
+    },
   };
 }

@@ -2,16 +2,15 @@
 // $all: catch up through the log, report CaughtUp, then deliver live commits until the call ends.
 // Follows the enumerators in Services/Transport/Enumerators (StreamSubscription, AllSubscription,
 // AllSubscriptionFiltered).
-import type * as grpc from '@grpc/grpc-js';
 import { DELETED_STREAM } from './check-commit.js';
 import { streamDeletedError } from './errors.js';
 import { toEventFilter } from './event-filter.js';
 import { streamsPb } from './proto.js';
-import { caughtUp, checkpoint, confirmation, streamNameOf, toReadResp, type EncodeOptions } from './read-messages.js';
+import { encodeReadEvent } from './read-codec.js';
+import { caughtUp, checkpoint, confirmation, streamNameOf, type EncodeOptions, type SubscriptionCall } from './read-messages.js';
 import type { EventStore } from './store.js';
 import type { RecordedEvent } from './store-types.js';
 
-type ReadCall = grpc.ServerWritableStream<streamsPb.ReadReq, streamsPb.ReadResp>;
 type Options = streamsPb.ReadReq.Options;
 
 /** Registers a live subscription with the server so `stop()` can detach it; returns the unregister. */
@@ -27,7 +26,7 @@ export interface SubscriptionContext {
 const DEFAULT_MAX_SEARCH_WINDOW = 32;
 
 /** Ties a live subscription's lifetime to the call (client cancel, server stop). */
-function keepOpen(call: ReadCall, registerSubscription: RegisterSubscription, stopListening: () => void): void {
+function keepOpen(call: SubscriptionCall, registerSubscription: RegisterSubscription, stopListening: () => void): void {
   let unregister = () => {};
   const close = () => {
     stopListening();
@@ -44,7 +43,7 @@ function keepOpen(call: ReadCall, registerSubscription: RegisterSubscription, st
  * Enumerator.StreamSubscription: from start, from end, or after a revision (exclusive);
  * catch up through the readable range, report CaughtUp, then deliver live events.
  */
-export function subscribeToStream(context: SubscriptionContext, call: ReadCall, options: Options, encode: EncodeOptions): void {
+export function subscribeToStream(context: SubscriptionContext, call: SubscriptionCall, options: Options, encode: EncodeOptions): void {
   const { store } = context;
   const streamName = streamNameOf(options);
   const streamOptions = options.getStream()!;
@@ -69,7 +68,7 @@ export function subscribeToStream(context: SubscriptionContext, call: ReadCall, 
   }
   if (catchUp.kind === 'ok') {
     for (const event of catchUp.events) {
-      call.write(toReadResp(event, encode));
+      call.write(encodeReadEvent(event, encode.uuidAsString));
       lastSent = event.revision;
     }
   }
@@ -84,7 +83,7 @@ export function subscribeToStream(context: SubscriptionContext, call: ReadCall, 
         return;
       }
       if (event.revision <= lastSent) continue;
-      call.write(toReadResp(event, encode));
+      call.write(encodeReadEvent(event, encode.uuidAsString));
       lastSent = event.revision;
     }
   });
@@ -96,7 +95,7 @@ export function subscribeToStream(context: SubscriptionContext, call: ReadCall, 
  * subscription sends a checkpoint every `checkpointIntervalMultiplier x maxSearchWindow` records
  * considered, and one when catch-up ends; then CaughtUp, then live events.
  */
-export function subscribeToAll(context: SubscriptionContext, call: ReadCall, options: Options, encode: EncodeOptions): void {
+export function subscribeToAll(context: SubscriptionContext, call: SubscriptionCall, options: Options, encode: EncodeOptions): void {
   const { store } = context;
   const all = options.getAll()!;
   const { AllOptionCase } = streamsPb.ReadReq.Options.AllOptions;
@@ -118,7 +117,7 @@ export function subscribeToAll(context: SubscriptionContext, call: ReadCall, opt
 
   let considered = 0;
   const consider = (event: RecordedEvent) => {
-    if (filter(event)) call.write(toReadResp(event, encode));
+    if (filter(event)) call.write(encodeReadEvent(event, encode.uuidAsString));
     reached = event.position;
     if (checkpointInterval > 0 && ++considered >= checkpointInterval) {
       considered = 0;
@@ -136,4 +135,16 @@ export function subscribeToAll(context: SubscriptionContext, call: ReadCall, opt
     for (const event of events) consider(event);
   });
   keepOpen(call, context.registerSubscription, stopListening);
+}
+
+/** A subscription request (the `subscription` count option): to a stream or to $all. */
+export function subscribe(context: SubscriptionContext, call: SubscriptionCall, options: Options): void {
+  const encode: EncodeOptions = { uuidAsString: options.getUuidOption()?.hasString() ?? true };
+  if (options.getStreamOptionCase() === streamsPb.ReadReq.Options.StreamOptionCase.STREAM) subscribeToStream(context, call, options, encode);
+  else subscribeToAll(context, call, options, encode);
+}
+
+/** True when the request asks for a subscription. */
+export function isSubscription(options: Options): boolean {
+  return options.getCountOptionCase() === streamsPb.ReadReq.Options.CountOptionCase.SUBSCRIPTION;
 }

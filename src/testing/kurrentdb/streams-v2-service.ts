@@ -14,7 +14,9 @@ import {
   streamRevisionConflictError,
   streamTombstonedError,
 } from './errors.js';
+import { answerError as h2AnswerError, answerMessages, statusError } from './h2-answer.js';
 import { v2StreamsPb } from './proto.js';
+import { encodeAppendSessionResponse, type AppendOutput } from './v2-append-response.js';
 import type { AppendRequest, ProposedEvent } from './store.js';
 import { decodeAppendRequest, type DecodedAppendRecord, type DecodedAppendRequest } from './v2-append-decoder.js';
 import { ExpectedVersion } from './store.js';
@@ -33,14 +35,20 @@ const FORMAT_NAMES: Record<number, string> = {
  * `"$schema.name":<type>,"$schema.format":<format>}` as bytes, per format and type (a few per
  * workload): what the server adds after a record's properties in the event's metadata JSON.
  */
-const schemaTails = new Map<string, Buffer>();
+const schemaTails = new Map<number, Map<string, Buffer>>();
+let schemaTailCount = 0;
 export function metadataTail(format: number, type: string): Buffer {
-  const key = `${format}\n${type}`;
-  let tail = schemaTails.get(key);
+  // By format, then type: no key string made per record.
+  let byType = schemaTails.get(format);
+  let tail = byType?.get(type);
   if (!tail) {
     const formatName = FORMAT_NAMES[format] ?? String(format);
     tail = Buffer.from(`"$schema.name":${JSON.stringify(type)},"$schema.format":${JSON.stringify(formatName)}}`, 'utf8');
-    if (schemaTails.size < 1024) schemaTails.set(key, tail);
+    if (schemaTailCount < 1024) {
+      if (!byType) schemaTails.set(format, (byType = new Map()));
+      byType.set(type, tail);
+      schemaTailCount += 1;
+    }
   }
   return tail;
 }
@@ -88,7 +96,8 @@ export function toProposedEvent(record: DecodedAppendRecord): { event: ProposedE
 interface AppendSessionRun {
   /** Null when accepted; the error that ends the session otherwise. */
   add(request: DecodedAppendRequest): grpc.ServerErrorResponse | null;
-  finish(): Promise<v2StreamsPb.AppendSessionResponse>;
+  /** The AppendSessionResponse, encoded (v2-append-response.ts). */
+  finish(): Promise<Buffer>;
 }
 
 function startAppendSession(context: ServerContext): AppendSessionRun {
@@ -138,24 +147,17 @@ function startAppendSession(context: ServerContext): AppendSessionRun {
         const expected = requests.find((r) => r.streamName === first.streamName)?.expectedRevision ?? ExpectedVersion.Any;
         throw streamRevisionConflictError(first.streamName, expected, actual);
       }
-      const response = new v2StreamsPb.AppendSessionResponse();
-      for (const stream of result.streams) {
-        if (stream.kind !== 'ok') continue;
-        const output = new v2StreamsPb.AppendResponse();
-        output.setStream(stream.streamName);
-        output.setStreamRevision(stream.currentRevision.toString());
-        response.addOutput(output);
-      }
-      response.setPosition((result.position ?? -1n).toString());
-      return response;
+      const outputs: AppendOutput[] = [];
+      for (const stream of result.streams) if (stream.kind === 'ok') outputs.push({ streamName: stream.streamName, revision: stream.currentRevision });
+      return encodeAppendSessionResponse(outputs, result.position ?? -1n);
     },
   };
 }
 
 export function createStreamsV2Service(context: ServerContext): grpc.UntypedServiceImplementation {
   function appendSession(
-    call: grpc.ServerReadableStream<DecodedAppendRequest, v2StreamsPb.AppendSessionResponse>,
-    callback: grpc.sendUnaryData<v2StreamsPb.AppendSessionResponse>,
+    call: grpc.ServerReadableStream<DecodedAppendRequest, Buffer>,
+    callback: grpc.sendUnaryData<Buffer>,
   ): void {
     const run = startAppendSession(context);
     let failed = false;
@@ -198,31 +200,12 @@ export function serveAppendSession(context: ServerContext, stream: http2.ServerH
   const answerError = (error: grpc.ServerErrorResponse): void => {
     if (answered) return;
     answered = true;
-    if (stream.destroyed || stream.closed) return;
-    const trailers = error.metadata ? error.metadata.toHttp2Headers() : {};
-    stream.respond(
-      {
-        ':status': 200,
-        'content-type': 'application/grpc',
-        ...trailers,
-        'grpc-status': String(error.code ?? grpc.status.UNKNOWN),
-        'grpc-message': encodeURIComponent(error.details ?? error.message),
-      },
-      { endStream: true },
-    );
+    h2AnswerError(stream, error);
   };
-  const answer = (response: v2StreamsPb.AppendSessionResponse): void => {
+  const answer = (response: Buffer): void => {
     if (answered) return;
     answered = true;
-    if (stream.destroyed || stream.closed) return;
-    const message = Buffer.from(response.serializeBinary());
-    const framed = Buffer.allocUnsafe(5 + message.length);
-    framed[0] = 0;
-    framed.writeUInt32BE(message.length, 1);
-    message.copy(framed, 5);
-    stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
-    stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
-    stream.end(framed);
+    answerMessages(stream, [response]);
   };
   stream.on('error', () => {
     answered = true; // the connection is gone: nobody to answer
@@ -242,7 +225,7 @@ export function serveAppendSession(context: ServerContext, stream: http2.ServerH
         needed = 5 - pending.length;
         return;
       }
-      if (pending[0] !== 0) return answerError(Object.assign(new Error('compressed messages are not served'), { code: grpc.status.UNIMPLEMENTED, details: 'compressed messages are not served', metadata: new grpc.Metadata() }));
+      if (pending[0] !== 0) return answerError(statusError(grpc.status.UNIMPLEMENTED, 'compressed messages are not served'));
       const length = pending.readUInt32BE(1);
       if (pending.length < 5 + length) {
         needed = 5 + length - pending.length;
@@ -254,8 +237,7 @@ export function serveAppendSession(context: ServerContext, stream: http2.ServerH
       try {
         request = decodeAppendRequest(bytes, metadataTail);
       } catch (error) {
-        const details = `could not decode AppendRequest: ${(error as Error).message}`;
-        return answerError(Object.assign(new Error(details), { code: grpc.status.INTERNAL, details, metadata: new grpc.Metadata() }));
+        return answerError(statusError(grpc.status.INTERNAL, `could not decode AppendRequest: ${(error as Error).message}`));
       }
       const error = run.add(request);
       if (error) return answerError(error);
@@ -272,8 +254,7 @@ export function serveAppendSession(context: ServerContext, stream: http2.ServerH
     if (buffered > 0) parse();
     if (answered) return;
     if (pending.length > 0) {
-      const details = `the request ended inside a message (${pending.length} bytes left)`;
-      return answerError(Object.assign(new Error(details), { code: grpc.status.INTERNAL, details, metadata: new grpc.Metadata() }));
+      return answerError(statusError(grpc.status.INTERNAL, `the request ended inside a message (${pending.length} bytes left)`));
     }
     run.finish().then(answer, (error: grpc.ServerErrorResponse) => answerError(error));
   });
@@ -281,10 +262,18 @@ export function serveAppendSession(context: ServerContext, stream: http2.ServerH
 
 /**
  * The v2 service definition with AppendSession's requests decoded by `decodeAppendRequest`
- * (no google-protobuf objects per record); responses are the generated classes.
+ * (no google-protobuf objects per record) and its answers encoded by hand (v2-append-response.ts).
  */
 export function streamsV2ServiceDefinition(definition: grpc.ServiceDefinition): grpc.ServiceDefinition {
   const appendSession = definition['appendSession'];
   if (!appendSession) throw new Error('the v2 StreamsService definition has no appendSession');
-  return { ...definition, appendSession: { ...appendSession, requestDeserialize: (bytes: Buffer) => decodeAppendRequest(bytes, metadataTail) } };
+  return {
+    ...definition,
+    appendSession: {
+      ...appendSession,
+      requestDeserialize: (bytes: Buffer) => decodeAppendRequest(bytes, metadataTail),
+      // Answers are encoded by hand (encodeAppendSessionResponse).
+      responseSerialize: (value: unknown) => (Buffer.isBuffer(value) ? value : appendSession.responseSerialize(value)),
+    },
+  };
 }

@@ -162,6 +162,39 @@ function decodeProperty(bytes: Buffer, start: number, end: number, into: Record<
 
 const ARRAY_INDEX = /^(?:0|[1-9][0-9]*)$/;
 
+/**
+ * Where the bytes the store keeps (each record's data and metadata JSON) are copied to: views on
+ * shared 256 KiB slabs rather than an ArrayBuffer each — a backing store per event made the
+ * garbage collector's work grow with every event stored. Stored events are never freed, so a
+ * slab's space is never wasted (save its unused end); large records get their own buffer.
+ */
+const SLAB_SIZE = 256 * 1024;
+let slab = Buffer.alloc(0);
+let slabUsed = 0;
+
+/** Where the last `keep` put its copy (module state, like `varintEnd`: no object per copy). */
+let keptBuffer: ArrayBufferLike = slab.buffer;
+let keptOffset = 0;
+
+/** Copies `bytes[start, end)` to a slab (or a buffer of its own); the copy is at `keptBuffer`/`keptOffset`. */
+function keep(bytes: Buffer, start: number, end: number): void {
+  const length = end - start;
+  if (length > SLAB_SIZE / 16) {
+    const own = new Uint8Array(bytes.subarray(start, end));
+    keptBuffer = own.buffer;
+    keptOffset = 0;
+    return;
+  }
+  if (slabUsed + length > slab.length) {
+    slab = Buffer.allocUnsafeSlow(SLAB_SIZE);
+    slabUsed = 0;
+  }
+  bytes.copy(slab, slabUsed, start, end);
+  keptBuffer = slab.buffer;
+  keptOffset = slab.byteOffset + slabUsed;
+  slabUsed += length;
+}
+
 /** Scratch space for the fast path (grown as needed); the result is copied out at its exact size. */
 let scratch = Buffer.allocUnsafe(64 * 1024);
 /** FNV-1a hashes of the keys of the record being decoded (duplicates are looked for among them). */
@@ -243,7 +276,8 @@ function plainMetadataJson(bytes: Buffer, entries: readonly number[], tail: Buff
     scratch[o++] = 0x2c;
   }
   o += tail.copy(scratch, o);
-  return Buffer.from(scratch.subarray(0, o));
+  keep(scratch, 0, o);
+  return Buffer.from(keptBuffer, keptOffset, o);
 }
 
 function decodeRecord(bytes: Buffer, start: number, end: number, metadataTail?: MetadataTail): DecodedAppendRecord {
@@ -278,7 +312,11 @@ function decodeRecord(bytes: Buffer, start: number, end: number, metadataTail?: 
         else sr.skipField(t & 7);
       }
       schema = info;
-    } else if (field === 4) data = new Uint8Array(bytes.subarray(s, e));
+    } else if (field === 4) {
+      // A plain Uint8Array, as before (a view on the slab's copy).
+      keep(bytes, s, e);
+      data = new Uint8Array(keptBuffer, keptOffset, e - s);
+    }
   }
   const metadataJson = metadataTail ? plainMetadataJson(bytes, entries, metadataTail(schema?.format ?? 0, schema?.name ?? '')) : null;
   if (metadataJson) return { id, properties: null, metadataJson, schema, data };
