@@ -4,22 +4,26 @@
 //   npm run bench:snapshot                                             # initial snapshot of 150,000 invoices
 //   EA_BENCH_SNAPSHOT_ROWS=1000000 npm run bench:snapshot              # the 1,000,000-row memory check
 //   EA_BENCH_SNAPSHOT_KINDS=initial,incremental EA_BENCH_ROUNDS=3 npm run bench:snapshot
+//   EA_BENCH_SNAPSHOT_KINDS=process EA_BENCH_SNAPSHOT_ROWS=1000000 npm run bench:snapshot   # the assembler as a child process
 //
 // Each run: a fresh database filled with EA_BENCH_SNAPSHOT_ROWS invoices (and a tenth as many
 // customers), a fresh in-memory KurrentDB process at EA_BENCH_SNAPSHOT_APPEND_MS (default 1) per
 // append, the assembler (production build, in this process; EA_BENCH_BUILD_DIR picks another
 // build, for an A/B comparison) timed as in `npm run bench`. Printed per run: rows/s, CPU µs per
 // row of this process and of the server process, and this process's peak RSS over the run
-// (VmHWM, reset before each run through /proc/self/clear_refs). Prints only; record figures by hand.
+// (VmHWM, reset before each run through /proc/self/clear_refs). Kind `process`: the initial
+// snapshot with the assembler as a child process (the CLI from the build, bench/lib/snapshot-process.ts):
+// its own peak RSS and CPU, start-up included. Prints only; record figures by hand.
 import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { startEmbeddedPostgres } from '../src/testing/postgres.js';
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
 import { incrementalSnapshotRun, initialSnapshotRun, type SnapshotRun } from './lib/snapshot-runs.js';
+import { initialSnapshotProcessRun } from './lib/snapshot-process.js';
 
 const ROWS = Number(process.env.EA_BENCH_SNAPSHOT_ROWS ?? 150_000);
 const ROUNDS = Math.max(1, Number(process.env.EA_BENCH_ROUNDS ?? 1));
-const KINDS = (process.env.EA_BENCH_SNAPSHOT_KINDS ?? 'initial').split(',').filter((k): k is 'initial' | 'incremental' => k === 'initial' || k === 'incremental');
+const KINDS = (process.env.EA_BENCH_SNAPSHOT_KINDS ?? 'initial').split(',').filter((k): k is 'initial' | 'incremental' | 'process' => k === 'initial' || k === 'incremental' || k === 'process');
 const APPEND_MS = Number(process.env.EA_BENCH_SNAPSHOT_APPEND_MS ?? 1);
 const WRITER = { rate: Number(process.env.EA_BENCH_SNAPSHOT_WRITER_RATE ?? 200), seconds: Number(process.env.EA_BENCH_SNAPSHOT_WRITER_SECONDS ?? 15) };
 
@@ -48,6 +52,15 @@ try {
     for (const kind of KINDS) {
       const kurrent = await startKurrentDBProcess(APPEND_MS);
       try {
+        if (kind === 'process') {
+          n += 1;
+          const run = await initialSnapshotProcessRun(server, kurrent, ROWS, `_${n}`);
+          const perRow = (s: number | null) => (s === null ? '—' : ((s * 1e6) / run.rows).toFixed(1));
+          const line = `process round ${round}: ${run.rows} rows, ${run.events} events, ${run.seconds.toFixed(2)} s (start-up included), ${Math.round(run.rows / run.seconds)} rows/s; CPU µs/row: assembler ${perRow(run.cpu.assembler)}, server ${perRow(run.cpu.server)}; assembler peak RSS ${run.peakRssMiB} MiB`;
+          lines.push(line);
+          log(line);
+          continue;
+        }
         globalThis.gc?.();
         resetPeak();
         const before = status('VmRSS');
