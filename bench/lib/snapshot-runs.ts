@@ -62,14 +62,30 @@ function assemblerFor(name: string, captureUrl: string, slot: string, kurrentdb:
   );
 }
 
+/**
+ * The CPU watch's question (which walsender serves the slot) over one connection: asked every
+ * 25 ms until a walsender appears — through the whole initial snapshot, when none does — a new
+ * connection each time (SCRAM authentication included) cost this process ~6 µs per snapshot row.
+ */
+async function watcherQuery(connection: pg.ClientConfig): Promise<{ query: (sql: string, params: unknown[]) => Promise<{ pid: number | null }[]>; end(): Promise<void> }> {
+  const client = new pg.Client(connection);
+  client.on('error', () => undefined);
+  await client.connect();
+  return {
+    query: async (sql, params) => (await client.query<{ pid: number | null }>(sql, params)).rows,
+    end: () => client.end().catch(() => undefined),
+  };
+}
+
 /** The initial snapshot of `rows` invoices (and their customers) into `kurrent`. */
-export async function initialSnapshotRun(server: EmbeddedPostgres, kurrent: ServerProcess, rows: number, log: (line: string) => void): Promise<SnapshotRun> {
-  const db = await createBenchDatabase(server, 'bench_snapshot_initial');
+export async function initialSnapshotRun(server: EmbeddedPostgres, kurrent: ServerProcess, rows: number, log: (line: string) => void, suffix = ''): Promise<SnapshotRun> {
+  const db = await createBenchDatabase(server, `bench_snapshot_initial${suffix}`);
   const captureUrl = server.connectionString({ database: db.name });
   await fillInvoices(db, rows);
   const slot = 'bench_snapshot_initial';
   const assembler = assemblerFor('bench-snapshot-initial', captureUrl, slot, kurrent.connectionString, 'initial');
-  const cpu = watchCpu({ slot, query: (sql, params) => db.query(sql, params), serverPid: kurrent.pid });
+  const watcher = await watcherQuery(db.connection);
+  const cpu = watchCpu({ slot, query: watcher.query, serverPid: kurrent.pid });
   const started = performance.now();
   let failure: unknown = null;
   const running = assembler.run();
@@ -84,6 +100,8 @@ export async function initialSnapshotRun(server: EmbeddedPostgres, kurrent: Serv
   } finally {
     await assembler.stop();
     await running.catch(() => undefined);
+    await watcher?.end();
+    await db.dropSlots([slot]);
   }
 }
 
@@ -94,8 +112,9 @@ export async function incrementalSnapshotRun(
   rows: number,
   writer: { readonly rate: number; readonly seconds: number },
   log: (line: string) => void,
+  suffix = '',
 ): Promise<SnapshotRun> {
-  const db = await createBenchDatabase(server, 'bench_snapshot_incremental');
+  const db = await createBenchDatabase(server, `bench_snapshot_incremental${suffix}`);
   const captureUrl = server.connectionString({ database: db.name });
   await fillInvoices(db, rows);
   const slot = 'bench_snapshot_incremental';
@@ -103,11 +122,13 @@ export async function incrementalSnapshotRun(
   const name = 'bench-snapshot-incremental';
   const assembler = assemblerFor(name, captureUrl, slot, kurrent.connectionString, 'never');
   let failure: unknown = null;
+  let watcher: Awaited<ReturnType<typeof watcherQuery>> | null = null;
   const running = assembler.run();
   running.catch((error: unknown) => (failure = error ?? new Error('the assembler failed')));
   try {
     await until('the assembler running', 120_000, () => assembler.status().state === 'running', assembler, () => failure);
-    const cpu = watchCpu({ slot, query: (sql, params) => db.query(sql, params), serverPid: kurrent.pid });
+    watcher = await watcherQuery(db.connection);
+    const cpu = watchCpu({ slot, query: watcher.query, serverPid: kurrent.pid });
     const client = new pg.Client(db.connection);
     await client.connect();
     const started = performance.now();
@@ -136,5 +157,7 @@ export async function incrementalSnapshotRun(
   } finally {
     await assembler.stop();
     await running.catch(() => undefined);
+    await watcher?.end();
+    await db.dropSlots([slot]);
   }
 }

@@ -25,7 +25,8 @@ import type * as MapperKitModule from '../../src/testing/mapper-kit.js';
 
 export const FROM = process.env.EA_BENCH_FROM === 'src' ? 'src' : 'build';
 const ext = FROM === 'src' ? 'ts' : 'js';
-const root = new URL(FROM === 'src' ? '../../src/' : '../../.tmp/bench-build/', import.meta.url);
+// EA_BENCH_BUILD_DIR (relative to the repository root): another build, e.g. a baseline to compare against.
+const root = new URL(FROM === 'src' ? '../../src/' : `../../${process.env.EA_BENCH_BUILD_DIR ?? '.tmp/bench-build'}/`, import.meta.url);
 if (FROM === 'build' && !existsSync(new URL('pipeline/index.js', root))) {
   throw new Error(`bench: no build in ${fileURLToPath(root)} — run "npx tsc -p tsconfig.build.json --outDir .tmp/bench-build" first (npm run bench does), or set EA_BENCH_FROM=src`);
 }

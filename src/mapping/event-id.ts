@@ -102,13 +102,15 @@ export interface SnapshotEventIdParts {
   readonly table: string;
   /** The record's primary (replica identity) key. */
   readonly key: Row;
+  /** `canonicalKey(key)`, when the caller has it (else made here). */
+  readonly keyText?: string | undefined;
   readonly mapper: string;
   readonly ordinal: number;
 }
 
 export function snapshotEventId(parts: SnapshotEventIdParts): string {
   return uuidv5(
-    JSON.stringify(['snapshot', parts.assembler, parts.snapshotGeneration, parts.table, canonicalKey(parts.key), parts.mapper, parts.ordinal]),
+    JSON.stringify(['snapshot', parts.assembler, parts.snapshotGeneration, parts.table, parts.keyText ?? canonicalKey(parts.key), parts.mapper, parts.ordinal]),
     EVENT_ASSEMBLER_NAMESPACE,
   );
 }

@@ -47,9 +47,9 @@ function hasNoKeys(object: object): boolean {
  * `<sourceIdentity>:snapshot:<generation>:<table>:<digest of the key>` (a digest, so that key
  * columns a mapper did not allowlist never show in metadata).
  */
-export function correlationId(unit: SourceUnit, context: MapContext): string {
+export function correlationId(unit: SourceUnit, context: MapContext, keyText?: string): string {
   if (unit.kind === 'transaction') return `${context.sourceIdentity}:${unit.commitLsn}:${unit.xid}`;
-  const keyDigest = uuidv5(canonicalKey(unit.change.key), EVENT_ASSEMBLER_NAMESPACE);
+  const keyDigest = uuidv5(keyText ?? canonicalKey(unit.change.key), EVENT_ASSEMBLER_NAMESPACE);
   return `${context.sourceIdentity}:snapshot:${unit.snapshotGeneration}:${unit.table}:${keyDigest}`;
 }
 
@@ -60,8 +60,11 @@ function distinctSorted(visible: readonly { readonly table: string; readonly op:
   return values.length === 1 ? values[0]! : values.sort().join(',');
 }
 
-/** Metadata describing the unit as one mapper saw it (shared by its events and its failed records). */
-export function sourceMetadata(unit: SourceUnit, visible: readonly { readonly table: string; readonly op: string }[], context: MapContext, mapper: string): Record<string, string> {
+/**
+ * Metadata describing the unit as one mapper saw it (shared by its events and its failed records).
+ * `keyText`: a snapshot record's `canonicalKey(key)`, when the caller has it.
+ */
+export function sourceMetadata(unit: SourceUnit, visible: readonly { readonly table: string; readonly op: string }[], context: MapContext, mapper: string, keyText?: string): Record<string, string> {
   const metadata: Record<string, string> = {};
   if (unit.kind === 'transaction') {
     metadata['source.checkpoint'] = unit.position.checkpoint;
@@ -76,7 +79,7 @@ export function sourceMetadata(unit: SourceUnit, visible: readonly { readonly ta
   }
   metadata['source.tables'] = distinctSorted(visible, 'table');
   metadata['source.operations'] = distinctSorted(visible, 'op');
-  metadata['$correlationId'] = correlationId(unit, context);
+  metadata['$correlationId'] = correlationId(unit, context, keyText);
   metadata['mapper'] = mapper;
   metadata['assembler'] = context.assembler;
   return metadata;
@@ -118,9 +121,9 @@ export function diagnose(unit: SourceUnit, scope: DiagnosisScope, context: MapCo
  * The event to append for a mapper's checked event: deterministic id (from the unit, the mapper
  * and the event's `ordinal` among the mapper's events), standard metadata (`source` holds the
  * unit's part, shared by the mapper's events), `transaction.index` / `transaction.count` across
- * all mappers.
+ * all mappers. `keyText`: a snapshot record's `canonicalKey(key)`, when the caller has it.
  */
-export function eventToAppend(unit: SourceUnit, context: MapContext, mapper: string, source: Readonly<Record<string, string>>, checked: CheckedEvent, ordinal: number, index: number, count: number): EventToAppend {
+export function eventToAppend(unit: SourceUnit, context: MapContext, mapper: string, source: Readonly<Record<string, string>>, checked: CheckedEvent, ordinal: number, index: number, count: number, keyText?: string): EventToAppend {
   const { event, entity } = checked;
   const own = event.metadata;
   let metadata: Record<string, string>;
@@ -157,7 +160,7 @@ export function eventToAppend(unit: SourceUnit, context: MapContext, mapper: str
   const id =
     unit.kind === 'transaction'
       ? changeEventId({ assembler: context.assembler, sourceIdentity: context.sourceIdentity, commitLsn: unit.commitLsn, xid: unit.xid, mapper, ordinal })
-      : snapshotEventId({ assembler: context.assembler, snapshotGeneration: unit.snapshotGeneration, table: unit.table, key: unit.change.key, mapper, ordinal });
+      : snapshotEventId({ assembler: context.assembler, snapshotGeneration: unit.snapshotGeneration, table: unit.table, key: unit.change.key, keyText, mapper, ordinal });
   return Object.freeze({
     id,
     stream: event.stream,
@@ -201,9 +204,11 @@ export function mapUnit(mappers: readonly AnyMapper[], unit: SourceUnit, context
 
   const count = produced.reduce((n, p) => n + p.checked.length, 0);
   const events: EventToAppend[] = [];
+  // A snapshot record's key text, once: its correlation id and every event id hash it.
+  const keyText = unit.kind === 'snapshot' && produced.length > 0 ? canonicalKey(unit.change.key) : undefined;
   for (const { mapper, declared, checked } of produced) {
-    const source = sourceMetadata(unit, declared, context, mapper);
-    for (let ordinal = 0; ordinal < checked.length; ordinal++) events.push(eventToAppend(unit, context, mapper, source, checked[ordinal]!, ordinal, events.length, count));
+    const source = sourceMetadata(unit, declared, context, mapper, keyText);
+    for (let ordinal = 0; ordinal < checked.length; ordinal++) events.push(eventToAppend(unit, context, mapper, source, checked[ordinal]!, ordinal, events.length, count, keyText));
   }
   return { events, failed };
 }

@@ -3,10 +3,17 @@
  * with an exported snapshot (dropped first when a new generation needs a new slot), every
  * captured table read at it in chunks and made durable, progress saved after each chunk so an
  * interrupted snapshot resumes; once complete, its consistent point is recorded as a checkpoint.
+ *
+ * Two chunks are in flight at a time: chunk k is pinned and queued while chunk k-1 is still being
+ * appended. One progress record per chunk carries, before chunk k's first append, the pins of
+ * k-1 and k and the progress of every chunk before them that is durable; a chunk's pins leave
+ * with the record that records its progress (the first record not to list them is the one that
+ * covers them, so no save ever holds neither).
+ * A restart finds every record handed to the sink either covered by the progress or pinned.
  */
 import { EventAssemblerError } from '../errors.js';
-import { createSlotWithSnapshot, isSnapshotFinished, newSnapshotProgress, readInitialSnapshot, updateTable, type SnapshotDecision } from '../source/snapshot/index.js';
-import { deliverSnapshotRecords, saveSnapshotProgress, unpinRecords, type SnapshotDeps } from './snapshot-state.js';
+import { createSlotWithSnapshot, isSnapshotFinished, newSnapshotProgress, readInitialSnapshot, updateTable, type SnapshotBatch, type SnapshotDecision, type SnapshotProgress } from '../source/snapshot/index.js';
+import { pinKey, pinRecords, queueSnapshotRecords, saveSnapshotProgress, type SnapshotDeps, type SnapshotState } from './snapshot-state.js';
 import { dropSlot, identifySystem, slotState } from './source-queries.js';
 
 /** Creates the slot with an exported snapshot, reads every captured table at it and makes the records durable. */
@@ -28,23 +35,36 @@ export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: Snap
     await saveSnapshotProgress(state, progress);
     state.info = { ...state.info!, consistentPoint: exported.consistentPoint };
     log.info('snapshot: slot created with an exported snapshot; reading captured tables', { slot: exported.slot, consistentPoint: exported.consistentPoint, generation, tables, parallelism: config.snapshot.parallelism });
-    for await (const batch of readInitialSnapshot({
-      connection: config.source.connection, snapshotName: exported.snapshotName, tables, snapshotGeneration: generation,
-      parallelism: config.snapshot.parallelism, batchRows: config.snapshot.chunkSize, publications: config.source.publication,
-    })) {
-      if (control.stopRequested) break;
-      await deliverSnapshotRecords(state, deps, { records: batch.records, lsn: exported.consistentPoint, systemId, progress });
-      const entry = progress.tables.find((t) => t.table === batch.table)!;
-      progress = updateTable(progress, batch.table, {
-        status: batch.tableDone ? 'done' : 'running',
-        lastKey: batch.lastKey ?? entry.lastKey,
-        rowsDone: batch.rowsDone,
-        estimatedRows: batch.estimatedRows,
-        chunksDone: entry.chunksDone + (batch.records.length > 0 ? 1 : 0),
-      });
-      await saveSnapshotProgress(state, progress);
-      unpinRecords(state, batch.records);
-      if (batch.tableDone) log.info('snapshot: table done', { table: batch.table, rows: batch.rowsDone, generation });
+    /** The chunk handed to the sink before the current one: its progress is recorded once it is durable. */
+    let previous: InFlightChunk | null = null;
+    /** Pin keys of durable chunks whose progress the next save records (and drops the pins with). */
+    let covered: string[] = [];
+    const landed = async (chunk: InFlightChunk): Promise<void> => {
+      await chunk.durable;
+      progress = chunkProgress(progress, chunk.batch);
+      for (const key of chunk.keys) covered.push(key);
+      if (chunk.batch.tableDone) log.info('snapshot: table done', { table: chunk.batch.table, rows: chunk.batch.rowsDone, generation });
+    };
+    try {
+      for await (const batch of readInitialSnapshot({
+        connection: config.source.connection, snapshotName: exported.snapshotName, tables, snapshotGeneration: generation,
+        parallelism: config.snapshot.parallelism, batchRows: config.snapshot.chunkSize, publications: config.source.publication,
+      })) {
+        if (control.stopRequested) break;
+        const current = await handOver(state, deps, batch, progress, covered, exported.consistentPoint, systemId);
+        if (current.saved) covered = [];
+        const last: InFlightChunk | null = previous;
+        previous = current;
+        if (last) await landed(last);
+      }
+      if (previous) {
+        const last: InFlightChunk = previous;
+        previous = null;
+        await landed(last);
+        await saveSnapshotProgress(state, progress, covered);
+      }
+    } finally {
+      previous?.durable.catch(() => undefined);
     }
     if (isSnapshotFinished(progress)) {
       state.done = true;
@@ -56,4 +76,40 @@ export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: Snap
   } finally {
     await exported.close();
   }
+}
+
+interface InFlightChunk {
+  readonly batch: SnapshotBatch;
+  /** The records' pin keys (snapshot-state.ts `pinKey`). */
+  readonly keys: readonly string[];
+  readonly durable: Promise<void>;
+  /** Its hand-over saved a progress record (not for a chunk without records). */
+  readonly saved: boolean;
+}
+
+/**
+ * Pins the chunk's records, saves them with `progress` (and every pin still held: the chunk
+ * before, in flight; less the `covered` ones, whose records `progress` covers) before any of
+ * them is appended, and queues them. Resolves once queued.
+ */
+async function handOver(state: SnapshotState, deps: SnapshotDeps, batch: SnapshotBatch, progress: SnapshotProgress, covered: readonly string[], lsn: string, systemId: string): Promise<InFlightChunk> {
+  if (batch.records.length === 0) return { batch, keys: [], durable: Promise.resolve(), saved: false };
+  const keys = batch.records.map(pinKey);
+  const positions = pinRecords(state, keys, lsn);
+  await saveSnapshotProgress(state, progress, covered);
+  const queued = await queueSnapshotRecords(state, deps, { records: batch.records, positions, keys, systemId, kind: 'initial', unpin: false });
+  queued.durable.catch(() => undefined); // awaited when the next chunk has been handed over
+  return { batch, keys, durable: queued.durable, saved: true };
+}
+
+/** The progress once `batch` is durable. */
+function chunkProgress(progress: SnapshotProgress, batch: SnapshotBatch): SnapshotProgress {
+  const entry = progress.tables.find((t) => t.table === batch.table)!;
+  return updateTable(progress, batch.table, {
+    status: batch.tableDone ? 'done' : 'running',
+    lastKey: batch.lastKey ?? entry.lastKey,
+    rowsDone: batch.rowsDone,
+    estimatedRows: batch.estimatedRows,
+    chunksDone: entry.chunksDone + (batch.records.length > 0 ? 1 : 0),
+  });
 }

@@ -22,7 +22,7 @@ export function startIncremental(deps: SnapshotDeps, progress: SnapshotProgress,
   const inc = createIncrementalSnapshot({
     connection: config.source.connection,
     progress,
-    store: { load: () => Promise.resolve(state.progress), save: (p) => saveSnapshotProgress(state, p) },
+    store: { load: () => Promise.resolve(state.progress), save: (p, covered) => saveSnapshotProgress(state, p, covered) },
     chunkSize: config.snapshot.chunkSize,
     publications: config.source.publication,
     onRetry: (chunk, attempt) => log.warn('snapshot: chunk must be read again', { table: chunk.table, attempt, blockedBy: chunk.blockedBy }),

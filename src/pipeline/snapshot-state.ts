@@ -92,23 +92,31 @@ export function createSnapshotState(): SnapshotState {
 /** Marks per saved record at most (a record stays far below the max append size). */
 const MARKS_PER_SAVE = 5_000;
 
-async function saveNow(state: SnapshotState, progress: SnapshotProgress): Promise<void> {
+async function saveNow(state: SnapshotState, progress: SnapshotProgress, covered?: readonly string[]): Promise<void> {
+  // The record that covers these records' progress is the first not to pin them.
+  const drop = covered && covered.length > 0 ? new Set(covered) : null;
   do {
     const marks = state.marks.slice(0, MARKS_PER_SAVE);
     state.marks = state.marks.slice(marks.length);
+    const pinned = drop ? new Map([...state.pinned].filter(([key]) => !drop.has(key))) : state.pinned;
     try {
-      await state.store!.save(progress, state.pinned, state.requests, { marks, sequence: state.sequence });
+      await state.store!.save(progress, pinned, state.requests, { marks, sequence: state.sequence });
     } catch (error) {
       state.marks = [...marks, ...state.marks];
       throw error;
     }
   } while (state.marks.length > 0);
+  if (covered) for (const key of covered) state.pinned.delete(key);
   state.progress = progress;
 }
 
-/** Saves `progress` (with the pins, requests and marks of this moment) after every save asked for before. */
-export function saveSnapshotProgress(state: SnapshotState, progress: SnapshotProgress): Promise<void> {
-  const run = state.saving.then(() => saveNow(state, progress));
+/**
+ * Saves `progress` (with the pins, requests and marks of this moment) after every save asked for
+ * before. `covered`: pin keys of records `progress` covers — left out of this save and dropped
+ * once it is durable (one save instead of a save of the progress and another without the pins).
+ */
+export function saveSnapshotProgress(state: SnapshotState, progress: SnapshotProgress, covered?: readonly string[]): Promise<void> {
+  const run = state.saving.then(() => saveNow(state, progress, covered));
   state.saving = run.catch(() => undefined);
   return run;
 }
@@ -143,34 +151,12 @@ export function snapshotSummary(state: SnapshotState): SnapshotSummary | null {
 export const pinKey = (record: SnapshotRecord): string => `${record.table}\u0000${canonicalKey(record.change.key)}`;
 
 /**
- * Hands snapshot records to the sink (map → validate → lanes, bounded by the lanes' in-flight
- * limit) and resolves when all are durable. Before the first append their positions are
- * recorded with the progress, so a record read again after a crash keeps its position and
- * the sink's receipt recognises it (DESIGN invariant 3). Progress itself is saved by the caller,
- * which then calls {@link unpinRecords}.
+ * Gives each record its sink position: the one it is pinned at (a record read again after a
+ * crash keeps its position, so the sink's receipt recognises it — DESIGN invariant 3), else a new
+ * one at `lsn` with the next snapshot sequence, pinned. `keys`: the records' {@link pinKey}s.
  */
-export async function deliverSnapshotRecords(
-  state: SnapshotState,
-  deps: { readonly control: RunControl; readonly handler: Pick<TransactionHandler, 'handleUnit'>; readonly config: Pick<ResolvedConfig, 'name' | 'mappers' | 'destination'> },
-  batch: { readonly records: readonly SnapshotRecord[]; readonly lsn: Lsn; readonly systemId: string; readonly progress: SnapshotProgress },
-): Promise<void> {
-  const { lsn, systemId } = batch;
-  let records = batch.records;
-  if (records.length === 0) return;
-  const inherited = records.filter((record) => state.inheritedPins.has(pinKey(record)) && state.pinned.has(pinKey(record)));
-  if (inherited.length > 0) {
-    // Records the last process handed to the sink: landed ones are not sent again, the others go after the tails.
-    const landed = await recordsLanded(deps.config, systemId, inherited, inherited.map((record) => state.pinned.get(pinKey(record))!));
-    const drop = new Set<SnapshotRecord>();
-    inherited.forEach((record, i) => {
-      state.inheritedPins.delete(pinKey(record));
-      if (landed[i] === 'all') drop.add(record);
-      if (landed[i] !== 'some') state.pinned.delete(pinKey(record)); // 'none': a new position below
-    });
-    records = records.filter((record) => !drop.has(record));
-  }
-  const positions = records.map((record) => {
-    const key = pinKey(record);
+export function pinRecords(state: SnapshotState, keys: readonly string[], lsn: Lsn): PinnedPosition[] {
+  return keys.map((key) => {
     let position = state.pinned.get(key);
     if (!position) {
       position = { lsn, sequence: ++state.sequence };
@@ -178,30 +164,71 @@ export async function deliverSnapshotRecords(
     }
     return position;
   });
+}
+
+/**
+ * Hands snapshot records to the sink (map → validate → lanes, bounded by the lanes' in-flight
+ * limit) and resolves when all are durable. Before the first append their positions are
+ * recorded with the progress, so a record read again after a crash keeps its position and
+ * the sink's receipt recognises it (DESIGN invariant 3). Progress itself is saved by the caller,
+ * which drops the pins with that save (the keys this gives, as its `covered`) or calls
+ * {@link unpinRecords} after it. Gives the pin keys of the records handed to the sink.
+ */
+export async function deliverSnapshotRecords(
+  state: SnapshotState,
+  deps: { readonly control: RunControl; readonly handler: Pick<TransactionHandler, 'handleUnit'>; readonly config: Pick<ResolvedConfig, 'name' | 'mappers' | 'destination'> },
+  batch: { readonly records: readonly SnapshotRecord[]; readonly lsn: Lsn; readonly systemId: string; readonly progress: SnapshotProgress },
+): Promise<readonly string[]> {
+  const { lsn, systemId } = batch;
+  let records = batch.records;
+  if (records.length === 0) return [];
+  // Each record's key text once (canonicalKey is a sort and a JSON text per call).
+  let keys = records.map(pinKey);
+  const inherited = state.inheritedPins.size === 0 ? [] : records.filter((_, i) => state.inheritedPins.has(keys[i]!) && state.pinned.has(keys[i]!));
+  if (inherited.length > 0) {
+    // Records the last process handed to the sink: landed ones are not sent again, the others go after the tails.
+    const landed = await recordsLanded(deps.config, systemId, inherited, inherited.map((record) => state.pinned.get(pinKey(record))!));
+    const drop = new Set<SnapshotRecord>();
+    inherited.forEach((record, i) => {
+      const key = pinKey(record);
+      state.inheritedPins.delete(key);
+      if (landed[i] === 'all') drop.add(record);
+      if (landed[i] !== 'some') state.pinned.delete(key); // 'none': a new position below
+    });
+    if (drop.size > 0) {
+      keys = keys.filter((_, i) => !drop.has(records[i]!));
+      records = records.filter((record) => !drop.has(record));
+    }
+  }
+  const positions = pinRecords(state, keys, lsn);
   await saveSnapshotProgress(state, batch.progress);
-  await (await queueSnapshotRecords(state, deps, { records, positions, systemId, kind: batch.progress.kind, unpin: false })).durable;
+  await (await queueSnapshotRecords(state, deps, { records, positions, keys, systemId, kind: batch.progress.kind, unpin: false })).durable;
+  return keys;
 }
 
 /**
  * Drops the pins of delivered records once the progress covering them is saved (not before: a
  * save in between without them and without that progress would let a restart read them again at
- * new positions — appended a second time).
+ * new positions — appended a second time). `keys`: their {@link pinKey}s, when the caller has them.
  */
-export function unpinRecords(state: SnapshotState, records: readonly SnapshotRecord[]): void {
-  for (const record of records) state.pinned.delete(pinKey(record));
+export function unpinRecords(state: SnapshotState, records: readonly SnapshotRecord[], keys?: readonly string[]): void {
+  if (keys) for (const key of keys) state.pinned.delete(key);
+  else for (const record of records) state.pinned.delete(pinKey(record));
 }
 
 /**
  * Queues snapshot records at the given positions (map → validate → lanes, bounded by the lanes'
  * in-flight limit). Resolves, once queued, with their durability (wrapped: not awaited here);
  * with `unpin`, their pins are dropped once they are durable (the next save forgets them).
+ * `keys`: the records' {@link pinKey}s when the caller has them (else made here).
  */
 export async function queueSnapshotRecords(
   state: SnapshotState,
   deps: { readonly control: RunControl; readonly handler: Pick<TransactionHandler, 'handleUnit'> },
-  batch: { readonly records: readonly SnapshotRecord[]; readonly positions: readonly PinnedPosition[]; readonly systemId: string; readonly kind: SnapshotProgress['kind']; readonly unpin: boolean },
+  batch: { readonly records: readonly SnapshotRecord[]; readonly positions: readonly PinnedPosition[]; readonly keys?: readonly string[]; readonly systemId: string; readonly kind: SnapshotProgress['kind']; readonly unpin: boolean },
 ): Promise<{ readonly durable: Promise<void> }> {
   const { records, positions, systemId } = batch;
+  const keys = batch.keys ?? records.map(pinKey);
   const durables: Promise<AppendOutcome>[] = [];
   for (let i = 0; i < records.length; i++) {
     const record = records[i]!;
@@ -209,21 +236,17 @@ export async function queueSnapshotRecords(
     if (deps.control.stopRequested && deps.control.fatal) throw deps.control.fatal;
     const queued = await deps.handler.handleUnit(
       record.snapshotKind ? record : { ...record, snapshotKind: batch.kind },
-      { kind: 'snapshot', systemId, snapshotGeneration: record.snapshotGeneration, lsn: position.lsn, sequence: position.sequence, table: record.table, key: canonicalKey(record.change.key) },
+      // The pin key is `<table>\u0000<canonical key>`.
+      { kind: 'snapshot', systemId, snapshotGeneration: record.snapshotGeneration, lsn: position.lsn, sequence: position.sequence, table: record.table, key: keys[i]!.slice(record.table.length + 1) },
       systemId,
     );
-    if (queued) {
-      durables.push(
-        queued.durable.then((outcome) => {
-          state.counts.events += (outcome?.appended ?? 0) + (outcome?.skipped ?? 0);
-          return outcome;
-        }),
-      );
-    }
+    if (queued) durables.push(queued.durable);
   }
   state.counts.rows += records.length;
-  const durable = Promise.all(durables).then(() => {
-    if (batch.unpin) unpinRecords(state, records);
+  // One continuation for the batch, not one per record.
+  const durable = Promise.all(durables).then((outcomes) => {
+    for (const outcome of outcomes) state.counts.events += (outcome?.appended ?? 0) + (outcome?.skipped ?? 0);
+    if (batch.unpin) unpinRecords(state, records, keys);
   });
   return { durable };
 }

@@ -6,9 +6,12 @@
  *
  * - `progress`: the snapshot module's checkpoint format (docs/snapshots.md), validated on load;
  * - `pinned`: sink positions of snapshot records handed to the sink whose progress is not saved
- *   yet (`[table, canonical key, lsn, sequence]`). Written BEFORE those records are appended, so
- *   after a crash a record read again (same generation, same key) gets the position it had —
- *   the sink's receipt then recognises it as a replay instead of appending it a second time;
+ *   yet. Written BEFORE those records are appended, so after a crash a record read again (same
+ *   generation, same key) gets the position it had — the sink's receipt then recognises it as a
+ *   replay instead of appending it a second time. Saved as `pinnedRuns`, `[table, lsn,
+ *   firstSequence, [canonical key, …]]` — one entry per run of consecutive sequences of one
+ *   table at one LSN (a chunk's records: its keys, nothing repeated). Records before runs held
+ *   `pinned`, `[table, canonical key, lsn, sequence]` per record: still read;
  * - `requests`: ad hoc snapshot requests (`event-assembler snapshot`) read from the WAL —
  *   `queued` ones wait for the running snapshot to finish, `handled` lists the ids of the last
  *   requests taken (started, queued or refused), so one the slot re-sends after a restart is not
@@ -81,7 +84,42 @@ function parseMarks(value: unknown, out: ReadMark[]): void {
   }
 }
 
-type StoredEvent = { progress?: { generation?: unknown; startedAt?: unknown }; pinned?: unknown; marks?: unknown; sequence?: unknown };
+type StoredEvent = { progress?: { generation?: unknown; startedAt?: unknown }; pinned?: unknown; pinnedRuns?: unknown; marks?: unknown; sequence?: unknown };
+
+/** A run of pins: one table, one LSN, consecutive sequences from `firstSequence`, the keys in sequence order. */
+type PinRun = [table: string, lsn: string, firstSequence: number, keys: string[]];
+
+/** The pins as runs (see the header): a chunk of 1,000 records is one run, its keys the only per-record text. */
+export function pinRuns(pinned: ReadonlyMap<string, PinnedPosition>): PinRun[] {
+  const runs: PinRun[] = [];
+  let run: PinRun | null = null;
+  for (const [k, p] of pinned) {
+    const i = k.indexOf('\u0000');
+    const table = k.slice(0, i);
+    if (run && run[0] === table && run[1] === p.lsn && run[2] + run[3].length === p.sequence) run[3].push(k.slice(i + 1));
+    else runs.push((run = [table, p.lsn, p.sequence, [k.slice(i + 1)]]));
+  }
+  return runs;
+}
+
+/** The pins of a stored record: `pinnedRuns`, and `pinned` of records written before runs. */
+export function parsePins(data: StoredEvent): Map<string, PinnedPosition> {
+  const pinned = new Map<string, PinnedPosition>();
+  for (const entry of Array.isArray(data.pinned) ? (data.pinned as unknown[]) : []) {
+    if (!Array.isArray(entry) || entry.length !== 4) continue;
+    const [table, key, lsn, sequence] = entry as [unknown, unknown, unknown, unknown];
+    if (typeof table === 'string' && typeof key === 'string' && typeof lsn === 'string' && typeof sequence === 'number') pinned.set(`${table}\u0000${key}`, { lsn, sequence });
+  }
+  for (const entry of Array.isArray(data.pinnedRuns) ? (data.pinnedRuns as unknown[]) : []) {
+    if (!Array.isArray(entry) || entry.length !== 4) continue;
+    const [table, lsn, first, keys] = entry as [unknown, unknown, unknown, unknown];
+    if (typeof table !== 'string' || typeof lsn !== 'string' || typeof first !== 'number' || !Array.isArray(keys)) continue;
+    (keys as unknown[]).forEach((key, i) => {
+      if (typeof key === 'string') pinned.set(`${table}\u0000${key}`, { lsn, sequence: first + i });
+    });
+  }
+  return pinned;
+}
 
 /**
  * The marks of the generation the last record belongs to: each save carries only the marks made
@@ -190,12 +228,7 @@ export function createKurrentDBSnapshotStore(connectionString: string, assembler
             const data = first.value.event?.data as StoredEvent | undefined;
             if (!data) return null;
             const progress = parseSnapshotProgress(data.progress);
-            const pinned = new Map<string, PinnedPosition>();
-            for (const entry of Array.isArray(data.pinned) ? (data.pinned as unknown[]) : []) {
-              if (!Array.isArray(entry) || entry.length !== 4) continue;
-              const [table, key, lsn, sequence] = entry as [unknown, unknown, unknown, unknown];
-              if (typeof table === 'string' && typeof key === 'string' && typeof lsn === 'string' && typeof sequence === 'number') pinned.set(`${table}\u0000${key}`, { lsn, sequence });
-            }
+            const pinned = parsePins(data);
             const marks: ReadMark[] = [];
             parseMarks(data.marks, marks);
             // Marks matter only while an initial snapshot is unfinished (a finished one reads nothing more).
@@ -212,13 +245,10 @@ export function createKurrentDBSnapshotStore(connectionString: string, assembler
       }
     },
     async save(progress, pinned, requests = { queued: [], handled: [] }, extras = {}) {
-      const entries = [...pinned].map(([k, p]) => {
-        const i = k.indexOf('\u0000');
-        return [k.slice(0, i), k.slice(i + 1), p.lsn, p.sequence];
-      });
+      const runs = pinRuns(pinned);
       // Expected `any`: one assembler owns the stream; a retried save appends the same record again (harmless, the last one counts).
       await retry(() => client.appendToStream(stream, jsonEvent({ type: SNAPSHOT_PROGRESS_EVENT_TYPE, data: {
-        assembler, progress, pinned: entries, requests: { queued: requests.queued, handled: requests.handled.slice(-HANDLED_REQUESTS_KEPT) },
+        assembler, progress, pinned: [], pinnedRuns: runs, requests: { queued: requests.queued, handled: requests.handled.slice(-HANDLED_REQUESTS_KEPT) },
         ...(extras.marks && extras.marks.length > 0 ? { marks: extras.marks } : {}),
         ...(extras.sequence ? { sequence: extras.sequence } : {}),
       } as never })));

@@ -73,9 +73,10 @@ async function handleWithWindow(deps: SnapshotDeps, tx: CommittedTransaction, in
       else if (output.kind === 'snapshot') records.push(output.record);
       else {
         const delivered = skipMarked(deps, records);
-        await deliverSnapshotRecords(deps.state, deps, { records: delivered, lsn: tx.commitLsn, systemId, progress: inc.progress() });
+        const keys = await deliverSnapshotRecords(deps.state, deps, { records: delivered, lsn: tx.commitLsn, systemId, progress: inc.progress() });
         records = [];
-        await inc.chunkDurable(output.chunk);
+        // The chunk's progress record is the first without its pins (one save per chunk, not two).
+        await inc.chunkDurable(output.chunk, keys);
         unpinRecords(deps.state, delivered);
         if (inc.progress().tables.find((t) => t.table === output.chunk.table)?.status === 'done') tableFinished(deps, output.chunk.table);
       }

@@ -70,8 +70,11 @@ export interface IncrementalSnapshot {
   readonly window: WatermarkWindow;
   /** Reads every unfinished table chunk by chunk; resolves with the final progress. Each chunk waits for {@link chunkDurable}. */
   run(signal?: AbortSignal): Promise<SnapshotProgress>;
-  /** The pipeline made a `chunk-complete` marker (and everything before it) durable: saves progress, lets the next chunk start. */
-  chunkDurable(chunk: ChunkSummary): Promise<void>;
+  /**
+   * The pipeline made a `chunk-complete` marker (and everything before it) durable: saves progress,
+   * lets the next chunk start. `covered`: passed to the store's save of that progress.
+   */
+  chunkDurable(chunk: ChunkSummary, covered?: readonly string[]): Promise<void>;
   progress(): SnapshotProgress;
   close(): Promise<void>;
 }
@@ -153,8 +156,8 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
     }
   }
 
-  async function save(next: SnapshotProgress): Promise<void> {
-    await options.store.save(next);
+  async function save(next: SnapshotProgress, covered?: readonly string[]): Promise<void> {
+    await options.store.save(next, covered);
     progress = next;
   }
 
@@ -241,7 +244,7 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
       if (!isSnapshotFinished(progress)) throw new Error('unreachable: tables left unfinished');
       return progress;
     },
-    async chunkDurable(summary) {
+    async chunkDurable(summary, covered) {
       if (summary.run !== run) return;
       const entry = progress.tables.find((t) => t.table === summary.table);
       if (!entry) return;
@@ -258,7 +261,7 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
         lastKey: summary.lastKey,
         rowsDone: entry.rowsDone + summary.selected,
         chunksDone: entry.chunksDone + 1,
-      }));
+      }), covered);
       options.onProgress?.(progress, summary);
       if (waiting && waiting.chunk === summary.chunk) waiting.resolve(summary);
     },

@@ -114,8 +114,12 @@ export function isSnapshotFinished(progress: SnapshotProgress): boolean {
 export interface SnapshotProgressStore {
   /** The saved progress, or `null` when none was saved. */
   load(): Promise<SnapshotProgress | null>;
-  /** Replaces the saved progress durably (returns after it would survive a crash). */
-  save(progress: SnapshotProgress): Promise<void>;
+  /**
+   * Replaces the saved progress durably (returns after it would survive a crash). `covered`: what
+   * the caller holds for records this progress now covers (the pipeline's pins), to be dropped in
+   * the same save — never in a save of older progress. Stores that keep nothing else ignore it.
+   */
+  save(progress: SnapshotProgress, covered?: readonly string[]): Promise<void>;
 }
 
 /** Progress in one JSON file, replaced atomically. */
