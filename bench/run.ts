@@ -40,7 +40,7 @@ import { startEmbeddedPostgres } from '../src/testing/postgres.js';
 import { e2eReport, type LatencyRow } from './lib/e2e-report.js';
 import { CONSUMERS, runConsumer, slotOf, summarize, type ConsumerRun, type DrainContext } from './lib/e2e-runs.js';
 import { createBenchDatabase, PUBLICATION, writeInvoicesBulk } from './lib/invoicing-db.js';
-import { benchAssembler, percentile } from './lib/pipeline-run.js';
+import { benchAssembler, maxOf, percentile } from './lib/pipeline-run.js';
 import { DEFAULT_LATENCY_RATES, runLatencyDriver } from './lib/latency-driver.js';
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
 import { incrementalSnapshotRun, initialSnapshotRun, type SnapshotRun } from './lib/snapshot-runs.js';
@@ -134,7 +134,7 @@ try {
         events: driven.samples.length,
         p50: percentile(steady, 50),
         p99: percentile(steady, 99),
-        max: Math.max(...steady),
+        max: maxOf(steady),
         late: driven.late,
         writeSeconds: driven.writeSeconds,
         drainSeconds: driven.drainSeconds,

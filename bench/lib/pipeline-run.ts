@@ -127,6 +127,13 @@ export async function probeCommitToAppend(connectionString: string, prefix: stri
   };
 }
 
+/** The largest value (`Math.max(...values)` overflows the stack past ~100,000 values: a soak has millions). */
+export function maxOf(values: readonly number[]): number {
+  let max = -Infinity;
+  for (const v of values) if (v > max) max = v;
+  return max;
+}
+
 export function percentile(values: readonly number[], p: number): number {
   if (values.length === 0) return Number.NaN;
   const sorted = [...values].sort((a, b) => a - b);

@@ -20,7 +20,7 @@ import type { EmbeddedPostgres } from '../../src/testing/postgres.js';
 import { watchCpu, type RunCpu } from './cpu-watch.js';
 import { createBenchDatabase, PUBLICATION, TABLES } from './invoicing-db.js';
 import { runLatencyDriver } from './latency-driver.js';
-import { CONTRACTS_DIR, percentile } from './pipeline-run.js';
+import { CONTRACTS_DIR, maxOf, percentile } from './pipeline-run.js';
 import { fillInvoices } from './reconcile-line.js';
 import { createAssembler, silentLogger } from './subject.js';
 import { createInvoicingMappers } from '../../examples/invoicing/index.js';
@@ -152,7 +152,7 @@ export async function incrementalSnapshotRun(
       events: snapshot.events,
       seconds,
       cpu: used,
-      writer: { rate: writer.rate, transactions: paced.samples.length, p50: percentile(steady, 50), p99: percentile(steady, 99), max: Math.max(...steady), late: paced.late, writeSeconds: paced.writeSeconds },
+      writer: { rate: writer.rate, transactions: paced.samples.length, p50: percentile(steady, 50), p99: percentile(steady, 99), max: maxOf(steady), late: paced.late, writeSeconds: paced.writeSeconds },
     };
   } finally {
     await assembler.stop();
