@@ -71,7 +71,7 @@ try {
   try {
     process.env.EA_BENCH_BUILD_DIR = BUILDS[0]!.dir;
     let lsn = await rig.bulk(`INSERT INTO orders SELECT g, 'customer-' || (g % 977), 'new', (g % 500) + 0.25, 'secret ' || g FROM generate_series(1, ${STREAMS}) g`);
-    const setup = await drain(rig, lsn, kurrent.pid);
+    const setup = await drain(rig, lsn, kurrent.pid, LIMITS); // the same assembler settings as every run
     log(`working set: ${fmt(STREAMS)} streams written in ${setup.seconds.toFixed(1)} s`);
     let nextId = STREAMS + 1;
     let offset = 0;
@@ -129,7 +129,7 @@ const cpus = os.cpus();
 const now = new Date();
 const report = `# Restart after downtime: a backlog over streams the assembler does not know
 
-Command: \`EA_BENCH_DOWNTIME_STREAMS=${STREAMS} EA_BENCH_DOWNTIME_UPDATES=${UPDATES} EA_BENCH_DOWNTIME_ROUNDS=${ROUNDS} EA_BENCH_DOWNTIME_BUILDS=${BUILDS.map((b) => `${b.label}=${b.dir}`).join(',')} npm run bench:downtime\`
+Command: \`${LIMITS ? `EA_BENCH_DOWNTIME_LIMITS='${JSON.stringify(LIMITS)}' ` : ''}EA_BENCH_DOWNTIME_STREAMS=${STREAMS} EA_BENCH_DOWNTIME_UPDATES=${UPDATES} EA_BENCH_DOWNTIME_ROUNDS=${ROUNDS} EA_BENCH_DOWNTIME_BUILDS=${BUILDS.map((b) => `${b.label}=${b.dir}`).join(',')} npm run bench:downtime\`
 
 Machine: ${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown'}; Node ${process.version}, the assembler with \`${NODE_ARGS.join(' ')}\`; load average at the start ${loadAtStart.map((l) => l.toFixed(2)).join(' / ')}, at the end ${os.loadavg().map((l) => l.toFixed(2)).join(' / ')}.
 Run at ${now.toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${gitCommit()}.
