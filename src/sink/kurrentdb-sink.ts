@@ -287,7 +287,16 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   // The log head is read before the first optimistic append; the first read through a new
   // client's native bridge takes ~0.5 s, so start it now, while the caller finishes starting up.
   ctx.states.warmUp();
-  if (config.stateStream !== null) await takeCarriedStates(ctx, config.stateStream, closing.signal);
+  if (config.stateStream !== null) {
+    try {
+      await takeCarriedStates(ctx, config.stateStream, closing.signal);
+    } catch (error) {
+      // Only an aborted start gets here (a failed read is logged and the start goes on): close what opened.
+      h2?.close();
+      await Promise.allSettled([client.dispose(), reader.close()]);
+      throw new SinkError('SINK_START_ABORTED', `start-up aborted while reading the stream states carried over from the last stop (${address})`, { address }, { cause: error });
+    }
+  }
 
   return {
     get mode() {
