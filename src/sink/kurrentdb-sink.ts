@@ -28,7 +28,7 @@ import { createH2AppendTransport } from './h2-append.js';
 import { isInsecureConnectionString } from './h2-grpc.js';
 import { appendMultiStream } from './multi-stream.js';
 import { parseOptions, type KurrentDBSinkOptions, type SinkLogger } from './options.js';
-import { kurrentdbAddress } from './reader-connection.js';
+import { kurrentdbAddress, readerConnectionString } from './reader-connection.js';
 import { appendStreams, PER_STREAM_CONCURRENCY } from './per-stream.js';
 import { backoffDelay, isTransientError } from './retry.js';
 import { loadStates, saveStates } from './state-carry.js';
@@ -99,12 +99,24 @@ async function serverSupportsMultiStreamAppend(client: KurrentDBClient): Promise
 
 /** Longest wait for the stream states to be written at close (a server that is down gets no save: the next start learns afresh). */
 const CARRY_SAVE_TIMEOUT_MS = 5_000;
+/** Longest wait for one attempt to read the carried states back (then it counts as unavailable and is retried). */
+const LOAD_ATTEMPT_TIMEOUT_MS = 15_000;
 
 /** At start: the states the previous sink of this assembler carried over its stop, taken as hints. Never fails the start. */
 async function takeCarriedStates(ctx: SinkContext, stream: string, signal: AbortSignal): Promise<void> {
   const started = Date.now();
   try {
-    const states = await ctx.retrying('load-stream-states', { stream }, () => untilAborted(loadStates(ctx.client, stream, ctx.config.assembler), signal));
+    // A fresh client per attempt: a client whose native bridge failed its first connection (an
+    // outage at start-up) keeps answering UNAVAILABLE after the server is back (tail-reader.ts).
+    const attempt = async () => {
+      const reader = KurrentDBClient.connectionString(readerConnectionString(ctx.config.connectionString));
+      try {
+        return await withTimeout(loadStates(reader, stream, ctx.config.assembler), LOAD_ATTEMPT_TIMEOUT_MS, 'load-stream-states');
+      } finally {
+        void reader.dispose().catch(() => undefined);
+      }
+    };
+    const states = await ctx.retrying('load-stream-states', { stream }, () => untilAborted(attempt(), signal));
     const taken = ctx.states.adoptCarried(states);
     if (taken > 0) ctx.logger.info('kurrentdb sink: stream states carried over from the last stop', { stream, states: taken, ms: Date.now() - started });
   } catch (error) {

@@ -7,6 +7,7 @@ import { jsonEvent, KurrentDBClient } from '@kurrent/kurrentdb-client';
 import type { InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
 import { StreamConflictError, stateStreamName, type KurrentDBSink, type SinkEvent, type TransactionSinkPosition } from '../../src/sink/index.js';
 import { uuidv5 } from '../../src/sink/encoding.js';
+import { waitFor } from '../resilience/assembler-process.js';
 import { sinkFactory, useInMemoryKurrentDB, type LogLine } from '../support/kurrentdb-rig.js';
 
 const { cleanups, server } = useInMemoryKurrentDB();
@@ -106,6 +107,38 @@ describe('stream states carried over a stop', () => {
     await restarted.appendMany(perStream(3));
     expect(logs.some((l) => l.message.includes('moved since its state was carried'))).toBe(true);
     expectExactlyOnce(db, [1, 2, 3]);
+  });
+
+  it('are taken after an outage that began as the sink started (a fresh client per attempt)', async () => {
+    const db = await server();
+    const first = await carrying(db);
+    await first.appendMany(perStream(1));
+    await first.close();
+    // The outage begins right after the sink's start-up checks, as it reads the carried states:
+    // a client whose native bridge failed its first connection stays failed after the server is
+    // back (the chaos run met it), so each attempt must use a fresh one.
+    const logs: LogLine[] = [];
+    let stopped: Promise<void> | null = null;
+    const watching: LogLine[] = new Proxy(logs, {
+      get(target, key, receiver) {
+        if (key === 'push') {
+          return (line: LogLine) => {
+            if (line.message === 'kurrentdb sink started' && !stopped) stopped = db.stop();
+            return target.push(line);
+          };
+        }
+        return Reflect.get(target, key, receiver) as unknown;
+      },
+    });
+    const starting = carrying(db, watching);
+    await waitFor('the start to retry the carried states', () => logs.some((l) => l.level === 'warn' && l.fields?.['operation'] === 'load-stream-states'), { timeoutMs: 30_000 });
+    await stopped;
+    await db.start();
+    const second = await starting;
+    expect(second.status().cachedStreams).toBe(KNOWN);
+    await second.appendMany(perStream(2));
+    expect(second.status().tailReads).toBe(0);
+    expectExactlyOnce(db, [1, 2]);
   });
 
   it('still stops at another writer\'s event, named', async () => {
