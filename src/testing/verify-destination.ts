@@ -37,6 +37,7 @@ import { readChanges, withChanges } from '../buffer/index.js';
 import { mapUnit, mapperRequirements, type AnyMapper, type MapContext } from '../mapping/index.js';
 import { createPostgresSource, type PostgresSourceTable } from '../source/index.js';
 import { createSlotWithSnapshot, readInitialSnapshot } from '../source/snapshot/index.js';
+import { stateStreamName } from '../sink/index.js';
 
 /** Prefix of the marker message the verifier writes into the WAL. */
 export const VERIFY_MARKER_PREFIX = 'event-assembler.verify';
@@ -329,7 +330,7 @@ export function compareEvents(expected: readonly ExpectedEvent[], actual: readon
 export async function verifyDestination(options: VerifyDestinationOptions): Promise<DestinationReport> {
   const checkpointStream = `event-assembler.checkpoint-${options.assembler}`;
   const snapshotProgressStream = `event-assembler.snapshot-${options.assembler}`;
-  const stateStream = `event-assembler.streams-${options.assembler}`;
+  const stateStream = stateStreamName(options.assembler);
   const ignoreStream = options.ignoreStream ?? ((stream: string) => stream.startsWith('$') || stream === checkpointStream || stream === snapshotProgressStream || stream === stateStream);
   const { events, transactions } = await expectedFromReference(options);
   const actual = await readDestination(options.destination.connectionString, ignoreStream);

@@ -33,6 +33,13 @@ async function carrying(db: InMemoryKurrentDB, logs: LogLine[] = []): Promise<Ku
   return sink(db, { assembler: ASSEMBLER, stateStream: stateStreamName(ASSEMBLER) }, logs);
 }
 
+/** A sink that appends `units` and stops gracefully: its stream states are saved for the next one. */
+async function stopAfter(db: InMemoryKurrentDB, units: ReturnType<typeof perStream>): Promise<void> {
+  const first = await carrying(db);
+  await first.appendMany(units);
+  await first.close();
+}
+
 /** Every stream holds each event once, in order. */
 function expectExactlyOnce(db: InMemoryKurrentDB, rounds: number[]): void {
   for (const [i, stream] of STREAMS.entries()) {
@@ -44,9 +51,7 @@ function expectExactlyOnce(db: InMemoryKurrentDB, rounds: number[]): void {
 describe('stream states carried over a stop', () => {
   it('let the next sink append to every known stream without reading a tail, once', async () => {
     const db = await server();
-    const first = await carrying(db);
-    await first.appendMany(perStream(1));
-    await first.close();
+    await stopAfter(db, perStream(1));
 
     const logs: LogLine[] = [];
     const second = await carrying(db, logs);
@@ -70,9 +75,7 @@ describe('stream states carried over a stop', () => {
 
   it('replays a unit the stream already holds by skipping it, without reading', async () => {
     const db = await server();
-    const first = await carrying(db);
-    await first.appendMany([...perStream(1), ...perStream(2)]);
-    await first.close();
+    await stopAfter(db, [...perStream(1), ...perStream(2)]);
     const second = await carrying(db);
     const replay = await second.appendMany(perStream(2));
     expect(replay.every((o) => o.appended === 0 && o.skipped === 1)).toBe(true);
@@ -82,9 +85,7 @@ describe('stream states carried over a stop', () => {
 
   it('treats a state that went out of date (a later run that stopped without saving) as a cache miss', async () => {
     const db = await server();
-    const first = await carrying(db);
-    await first.appendMany(perStream(1));
-    await first.close(); // saves: every stream at its round-1 event
+    await stopAfter(db, perStream(1)); // saves: every stream at its round-1 event
 
     // A run that takes the save, appends round 2 to half the streams and dies without saving
     // (here: its states are taken, then it appends with a sink that carries nothing).
@@ -111,9 +112,7 @@ describe('stream states carried over a stop', () => {
 
   it('are taken after an outage that began as the sink started (a fresh client per attempt)', async () => {
     const db = await server();
-    const first = await carrying(db);
-    await first.appendMany(perStream(1));
-    await first.close();
+    await stopAfter(db, perStream(1));
     // The outage begins right after the sink's start-up checks, as it reads the carried states:
     // a client whose native bridge failed its first connection stays failed after the server is
     // back (the chaos run met it), so each attempt must use a fresh one.
@@ -143,9 +142,7 @@ describe('stream states carried over a stop', () => {
 
   it('still stops at another writer\'s event, named', async () => {
     const db = await server();
-    const first = await carrying(db);
-    await first.appendMany(perStream(1));
-    await first.close();
+    await stopAfter(db, perStream(1));
     const client = KurrentDBClient.connectionString(db.connectionString);
     cleanups.push(() => client.dispose());
     await client.appendToStream('order-7', jsonEvent({ type: 'Foreign', data: {} }));
