@@ -67,9 +67,10 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * SIGKILLs the assembler and starts a new one. Returns whether the snapshot was unfinished at the
- * kill, and the next process's start-up decision.
+ * kill, the next process's start-up decision, and what `atKill` saw of the destination once the
+ * appends in flight at the kill had landed (before the next start).
  */
-export async function killAssembler(rig: ChaosRig, tally: ChaosTally): Promise<{ midSnapshot: boolean; next: StartDecision }> {
+export async function killAssembler<T = undefined>(rig: ChaosRig, tally: ChaosTally, atKill?: () => T): Promise<{ midSnapshot: boolean; next: StartDecision; seenAtKill: T | undefined }> {
   await rig.alive();
   const before = rig.snapshotProgress();
   const midSnapshot = !snapshotFinished(before);
@@ -78,6 +79,7 @@ export async function killAssembler(rig: ChaosRig, tally: ChaosTally): Promise<{
   // Appends in flight still land (the server applies what it received): the progress as the next start finds it.
   await waitFor('appends in flight at the kill to land', () => rig.kurrent.pendingStreams().length === 0, { timeoutMs: 10_000, intervalMs: 5 });
   const after = rig.snapshotProgress();
+  const seenAtKill = atKill?.();
   const next = await rig.startAssembler();
   tally.kills += 1;
   if (midSnapshot && !snapshotFinished(after)) {
@@ -88,7 +90,7 @@ export async function killAssembler(rig: ChaosRig, tally: ChaosTally): Promise<{
   }
   const rows = (after?.tables ?? []).map((t) => `${t.table.replace('public.', '')} ${t.status} ${t.rowsDone}`).join(', ');
   tally.lines.push(`kill ${tally.kills}: SIGKILL of pid ${pid}${midSnapshot ? ` mid-snapshot (${rows})` : ''}; next start ${next.action}`);
-  return { midSnapshot: midSnapshot && !snapshotFinished(after), next };
+  return { midSnapshot: midSnapshot && !snapshotFinished(after), next, seenAtKill };
 }
 
 /**
