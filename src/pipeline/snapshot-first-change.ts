@@ -205,13 +205,13 @@ export async function applyFirstChanges(deps: SnapshotDeps, tx: CommittedTransac
     }
     if (records.length >= BATCH) {
       // A bulk transaction: its pins (saved with every record) stay bounded — a batch lands before the next is made.
-      gates.push(requestSave(state, () => inc.progress()));
+      gates.push(requestSave(state, () => state.progress ?? inc.progress()));
       await queue();
       await Promise.all(inFlight);
       inFlight = [];
     }
   }
-  if (state.marks.length > 0 || records.length > 0) gates.push(requestSave(state, () => inc.progress()));
+  if (state.marks.length > 0 || records.length > 0) gates.push(requestSave(state, () => state.progress ?? inc.progress()));
   await queue();
   gates.push(...inFlight);
   return gates.length > 0 ? { until: Promise.all(gates).then(() => undefined) } : null;

@@ -143,12 +143,12 @@ export async function takeSnapshotRequests(deps: SnapshotDeps, tx: CommittedTran
     const refused = await refuseRequestTables(deps, request);
     if (refused !== null) {
       log.warn('snapshot: ad hoc snapshot request refused', { request: request.id, tables: request.tables, lsn: change.lsn, reason: refused });
-      if (state.progress) await saveSnapshotProgress(state, state.progress);
+      if (state.progress) await saveSnapshotProgress(state, () => state.progress!);
       continue;
     }
     if (state.incremental !== null || state.adHocStarting || (state.progress !== null && !isSnapshotFinished(state.progress))) {
       state.requests = { ...state.requests, queued: [...state.requests.queued, { ...request, lsn: change.lsn }] };
-      await saveSnapshotProgress(state, state.progress!);
+      await saveSnapshotProgress(state, () => state.progress!);
       log.info('snapshot: ad hoc snapshot request queued behind the running snapshot', { request: request.id, tables: request.tables, lsn: change.lsn, running: state.progress?.generation ?? null, queued: state.requests.queued.length });
       continue;
     }
