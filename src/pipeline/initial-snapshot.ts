@@ -13,8 +13,9 @@
  */
 import { EventAssemblerError } from '../errors.js';
 import { createSlotWithSnapshot, isSnapshotFinished, newSnapshotProgress, readInitialSnapshot, updateTable, type SnapshotBatch, type SnapshotDecision, type SnapshotProgress } from '../source/snapshot/index.js';
-import { pinKey, pinRecords, queueSnapshotRecords, saveSnapshotProgress, type SnapshotDeps, type SnapshotState } from './snapshot-state.js';
+import { pinKeyOf, pinRecords, queueSnapshotRecords, saveSnapshotProgress, type SnapshotDeps, type SnapshotState } from './snapshot-state.js';
 import { dropSlot, identifySystem, slotState } from './source-queries.js';
+import { canonicalKey } from '../mapping/index.js';
 
 /** Creates the slot with an exported snapshot, reads every captured table at it and makes the records durable. */
 export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: SnapshotDecision, systemId: string): Promise<void> {
@@ -94,10 +95,11 @@ interface InFlightChunk {
  */
 async function handOver(state: SnapshotState, deps: SnapshotDeps, batch: SnapshotBatch, progress: SnapshotProgress, covered: readonly string[], lsn: string, systemId: string): Promise<InFlightChunk> {
   if (batch.records.length === 0) return { batch, keys: [], durable: Promise.resolve(), saved: false };
-  const keys = batch.records.map(pinKey);
+  const keyTexts = batch.records.map((record) => canonicalKey(record.change.key));
+  const keys = batch.records.map((record, i) => pinKeyOf(record, keyTexts[i]!));
   const positions = pinRecords(state, keys, lsn);
   await saveSnapshotProgress(state, progress, covered);
-  const queued = await queueSnapshotRecords(state, deps, { records: batch.records, positions, keys, systemId, kind: 'initial', unpin: false });
+  const queued = await queueSnapshotRecords(state, deps, { records: batch.records, positions, keys, keyTexts, systemId, kind: 'initial', unpin: false });
   queued.durable.catch(() => undefined); // awaited when the next chunk has been handed over
   return { batch, keys, durable: queued.durable, saved: true };
 }

@@ -151,7 +151,9 @@ export function snapshotSummary(state: SnapshotState): SnapshotSummary | null {
   };
 }
 
-export const pinKey = (record: SnapshotRecord): string => `${record.table}\u0000${canonicalKey(record.change.key)}`;
+export const pinKey = (record: SnapshotRecord): string => pinKeyOf(record, canonicalKey(record.change.key));
+/** The pin key of a record whose `canonicalKey` is `keyText`. */
+export const pinKeyOf = (record: SnapshotRecord, keyText: string): string => `${record.table}\u0000${keyText}`;
 
 /**
  * Gives each record its sink position: the one it is pinned at (a record read again after a
@@ -224,12 +226,14 @@ export function unpinRecords(state: SnapshotState, records: readonly SnapshotRec
  * Queues snapshot records at the given positions (map → validate → lanes, bounded by the lanes'
  * in-flight limit). Resolves, once queued, with their durability (wrapped: not awaited here);
  * with `unpin`, their pins are dropped once they are durable (the next save forgets them).
- * `keys`: the records' {@link pinKey}s when the caller has them (else made here).
+ * `keys`: the records' {@link pinKey}s when the caller has them (else made here); `keyTexts`: their
+ * `canonicalKey`s, when the caller has them — the sink keeps a record's key in its stream-state
+ * cache (about 100,000 of them), and a key sliced from the pin key would keep the whole pin key alive.
  */
 export async function queueSnapshotRecords(
   state: SnapshotState,
   deps: { readonly control: RunControl; readonly handler: Pick<TransactionHandler, 'handleUnit'> },
-  batch: { readonly records: readonly SnapshotRecord[]; readonly positions: readonly PinnedPosition[]; readonly keys?: readonly string[]; readonly systemId: string; readonly kind: SnapshotProgress['kind']; readonly unpin: boolean },
+  batch: { readonly records: readonly SnapshotRecord[]; readonly positions: readonly PinnedPosition[]; readonly keys?: readonly string[]; readonly keyTexts?: readonly string[]; readonly systemId: string; readonly kind: SnapshotProgress['kind']; readonly unpin: boolean },
 ): Promise<{ readonly durable: Promise<void> }> {
   const { records, positions, systemId } = batch;
   const keys = batch.keys ?? records.map(pinKey);
@@ -241,7 +245,7 @@ export async function queueSnapshotRecords(
     const queued = await deps.handler.handleUnit(
       record.snapshotKind ? record : { ...record, snapshotKind: batch.kind },
       // The pin key is `<table>\u0000<canonical key>`.
-      { kind: 'snapshot', systemId, snapshotGeneration: record.snapshotGeneration, lsn: position.lsn, sequence: position.sequence, table: record.table, key: keys[i]!.slice(record.table.length + 1) },
+      { kind: 'snapshot', systemId, snapshotGeneration: record.snapshotGeneration, lsn: position.lsn, sequence: position.sequence, table: record.table, key: batch.keyTexts?.[i] ?? keys[i]!.slice(record.table.length + 1) },
       systemId,
     );
     if (queued) durables.push(queued.durable);
