@@ -189,7 +189,8 @@ export async function deliverSnapshotRecords(
   let records = batch.records;
   if (records.length === 0) return { keys: [], durable: Promise.resolve() };
   // Each record's key text once (canonicalKey is a sort and a JSON text per call).
-  let keys = records.map(pinKey);
+  let keyTexts = records.map((record) => canonicalKey(record.change.key));
+  let keys = records.map((record, i) => pinKeyOf(record, keyTexts[i]!));
   const inherited = state.inheritedPins.size === 0 ? [] : records.filter((_, i) => state.inheritedPins.has(keys[i]!) && state.pinned.has(keys[i]!));
   if (inherited.length > 0) {
     // Records the last process handed to the sink: landed ones are not sent again, the others go after the tails.
@@ -203,12 +204,13 @@ export async function deliverSnapshotRecords(
     });
     if (drop.size > 0) {
       keys = keys.filter((_, i) => !drop.has(records[i]!));
+      keyTexts = keyTexts.filter((_, i) => !drop.has(records[i]!));
       records = records.filter((record) => !drop.has(record));
     }
   }
   const positions = pinRecords(state, keys, lsn);
   await requestSave(state, () => state.progress ?? batch.progress);
-  const { durable } = await queueSnapshotRecords(state, deps, { records, positions, keys, systemId, kind: batch.progress.kind, unpin: false });
+  const { durable } = await queueSnapshotRecords(state, deps, { records, positions, keys, keyTexts, systemId, kind: batch.progress.kind, unpin: false });
   return { keys, durable };
 }
 
