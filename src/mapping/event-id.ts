@@ -109,10 +109,20 @@ export interface SnapshotEventIdParts {
 }
 
 export function snapshotEventId(parts: SnapshotEventIdParts): string {
-  return uuidv5(
-    JSON.stringify(['snapshot', parts.assembler, parts.snapshotGeneration, parts.table, parts.keyText ?? canonicalKey(parts.key), parts.mapper, parts.ordinal]),
-    EVENT_ASSEMBLER_NAMESPACE,
-  );
+  return uuidv5(snapshotEventIdName(parts), EVENT_ASSEMBLER_NAMESPACE);
+}
+
+/**
+ * The name hashed for a snapshot event id: exactly `JSON.stringify(['snapshot', assembler,
+ * snapshotGeneration, table, keyText, mapper, ordinal])` (the published ids depend on it), built
+ * from cached pieces on the hot path (only the key text is quoted per event).
+ */
+export function snapshotEventIdName(parts: SnapshotEventIdParts): string {
+  const keyText = parts.keyText ?? canonicalKey(parts.key);
+  if (!Number.isSafeInteger(parts.ordinal)) {
+    return JSON.stringify(['snapshot', parts.assembler, parts.snapshotGeneration, parts.table, keyText, parts.mapper, parts.ordinal]);
+  }
+  return `["snapshot",${quote(parts.assembler)},${quote(parts.snapshotGeneration)},${quote(parts.table)},${JSON.stringify(keyText)},${quote(parts.mapper)},${parts.ordinal}]`;
 }
 
 /**
@@ -120,7 +130,15 @@ export function snapshotEventId(parts: SnapshotEventIdParts): string {
  * that `1`, `1n` and `"1"` never collide. Independent of the order columns arrived in.
  */
 export function canonicalKey(key: Row): string {
-  const columns = Object.keys(key).sort();
+  const columns = Object.keys(key);
+  if (columns.length === 1) {
+    // The common key, one column of a plain value: the same text as below without the arrays (made for every snapshot record).
+    const column = columns[0]!;
+    const value = key[column];
+    if (typeof value === 'string' || (typeof value === 'number' && Number.isFinite(value))) return `[[${quote(column)},${JSON.stringify(value)}]]`;
+    if (typeof value === 'bigint') return `[[${quote(column)},{"bigint":"${value.toString()}"}]]`;
+  }
+  columns.sort();
   return JSON.stringify(columns.map((column) => [column, canonicalValue(key[column])]));
 }
 
