@@ -40,11 +40,19 @@ export function uuidv5(name: string, namespace: string): string {
   }
   if (sha1Hex === null) return uuidFromDigest(createHash('sha1').update(ns).update(name, 'utf8').digest('hex'));
   const most = 16 + name.length * 3;
-  if (scratch.length < most) scratch = Buffer.allocUnsafe(Math.max(most, scratch.length * 2));
+  if (scratch.length < most) {
+    scratch = Buffer.allocUnsafe(Math.max(most, scratch.length * 2));
+    views.length = 0;
+  }
   ns.copy(scratch, 0);
   const end = 16 + scratch.write(name, 16, 'utf8');
-  return uuidFromDigest(sha1Hex(scratch.subarray(0, end)));
+  // The view of the first `end` bytes, made once per length (names of one kind have a few lengths): not a view per id.
+  const view = (views[end] ??= scratch.subarray(0, end));
+  return uuidFromDigest(sha1Hex(view));
 }
+
+/** Views of `scratch` by length (dropped when it grows). */
+const views: Buffer[] = [];
 
 /** The first 16 bytes of a SHA-1 (hex) as a UUID with version 5 and variant 10xx (RFC 9562 §5.5). */
 function uuidFromDigest(hex: string): string {
