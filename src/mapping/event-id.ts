@@ -40,11 +40,19 @@ export function uuidv5(name: string, namespace: string): string {
   }
   if (sha1Hex === null) return uuidFromDigest(createHash('sha1').update(ns).update(name, 'utf8').digest('hex'));
   const most = 16 + name.length * 3;
-  if (scratch.length < most) scratch = Buffer.allocUnsafe(Math.max(most, scratch.length * 2));
+  if (scratch.length < most) {
+    scratch = Buffer.allocUnsafe(Math.max(most, scratch.length * 2));
+    views.length = 0;
+  }
   ns.copy(scratch, 0);
   const end = 16 + scratch.write(name, 16, 'utf8');
-  return uuidFromDigest(sha1Hex(scratch.subarray(0, end)));
+  // The view of the first `end` bytes, made once per length (names of one kind have a few lengths): not a view per id.
+  const view = (views[end] ??= scratch.subarray(0, end));
+  return uuidFromDigest(sha1Hex(view));
 }
+
+/** Views of `scratch` by length (dropped when it grows). */
+const views: Buffer[] = [];
 
 /** The first 16 bytes of a SHA-1 (hex) as a UUID with version 5 and variant 10xx (RFC 9562 §5.5). */
 function uuidFromDigest(hex: string): string {
@@ -109,10 +117,20 @@ export interface SnapshotEventIdParts {
 }
 
 export function snapshotEventId(parts: SnapshotEventIdParts): string {
-  return uuidv5(
-    JSON.stringify(['snapshot', parts.assembler, parts.snapshotGeneration, parts.table, parts.keyText ?? canonicalKey(parts.key), parts.mapper, parts.ordinal]),
-    EVENT_ASSEMBLER_NAMESPACE,
-  );
+  return uuidv5(snapshotEventIdName(parts), EVENT_ASSEMBLER_NAMESPACE);
+}
+
+/**
+ * The name hashed for a snapshot event id: exactly `JSON.stringify(['snapshot', assembler,
+ * snapshotGeneration, table, keyText, mapper, ordinal])` (the published ids depend on it), built
+ * from cached pieces on the hot path (only the key text is quoted per event).
+ */
+export function snapshotEventIdName(parts: SnapshotEventIdParts): string {
+  const keyText = parts.keyText ?? canonicalKey(parts.key);
+  if (!Number.isSafeInteger(parts.ordinal)) {
+    return JSON.stringify(['snapshot', parts.assembler, parts.snapshotGeneration, parts.table, keyText, parts.mapper, parts.ordinal]);
+  }
+  return `["snapshot",${quote(parts.assembler)},${quote(parts.snapshotGeneration)},${quote(parts.table)},${JSON.stringify(keyText)},${quote(parts.mapper)},${parts.ordinal}]`;
 }
 
 /**
@@ -120,7 +138,15 @@ export function snapshotEventId(parts: SnapshotEventIdParts): string {
  * that `1`, `1n` and `"1"` never collide. Independent of the order columns arrived in.
  */
 export function canonicalKey(key: Row): string {
-  const columns = Object.keys(key).sort();
+  const columns = Object.keys(key);
+  if (columns.length === 1) {
+    // The common key, one column of a plain value: the same text as below without the arrays (made for every snapshot record).
+    const column = columns[0]!;
+    const value = key[column];
+    if (typeof value === 'string' || (typeof value === 'number' && Number.isFinite(value))) return `[[${quote(column)},${JSON.stringify(value)}]]`;
+    if (typeof value === 'bigint') return `[[${quote(column)},{"bigint":"${value.toString()}"}]]`;
+  }
+  columns.sort();
   return JSON.stringify(columns.map((column) => [column, canonicalValue(key[column])]));
 }
 

@@ -147,6 +147,23 @@ export function eventToAppend(unit: SourceUnit, context: MapContext, mapper: str
       'transaction.index': String(index),
       'transaction.count': String(count),
     };
+  } else if (unit.kind === 'snapshot' && unit.snapshotKind !== undefined && (!own || hasNoKeys(own))) {
+    // A snapshot record's common case (the pipeline sets its kind), as one literal: the keys of the general case below, in its order.
+    metadata = {
+      origin: source['origin']!,
+      'snapshot.generation': source['snapshot.generation']!,
+      'snapshot.kind': source['snapshot.kind']!,
+      'source.tables': source['source.tables']!,
+      'source.operations': source['source.operations']!,
+      $correlationId: source['$correlationId']!,
+      mapper: source['mapper']!,
+      assembler: source['assembler']!,
+      'entity.type': entity.type,
+      'entity.id': entity.id,
+      contract: `${event.type}@${event.version}`,
+      'transaction.index': String(index),
+      'transaction.count': String(count),
+    };
   } else {
     metadata = {};
     if (own) for (const k in own) if (!STANDARD.has(k)) metadata[k] = own[k]!;

@@ -94,13 +94,20 @@ export function createSnapshotState(): SnapshotState {
 /** Marks per saved record at most (a record stays far below the max append size). */
 const MARKS_PER_SAVE = 5_000;
 
+/** The pins less the `drop` ones, in their order (one pass, no array of entries in between). */
+function pinsLeft(pinned: ReadonlyMap<string, PinnedPosition>, drop: ReadonlySet<string>): Map<string, PinnedPosition> {
+  const left = new Map<string, PinnedPosition>();
+  for (const [key, position] of pinned) if (!drop.has(key)) left.set(key, position);
+  return left;
+}
+
 async function saveNow(state: SnapshotState, progress: SnapshotProgress, covered?: readonly string[]): Promise<void> {
   // The record that covers these records' progress is the first not to pin them.
   const drop = covered && covered.length > 0 ? new Set(covered) : null;
   do {
     const marks = state.marks.slice(0, MARKS_PER_SAVE);
     state.marks = state.marks.slice(marks.length);
-    const pinned = drop ? new Map([...state.pinned].filter(([key]) => !drop.has(key))) : state.pinned;
+    const pinned = drop ? pinsLeft(state.pinned, drop) : state.pinned;
     try {
       await state.store!.save(progress, pinned, state.requests, { marks, sequence: state.sequence });
     } catch (error) {
@@ -244,12 +251,14 @@ export async function queueSnapshotRecords(
     const record = records[i]!;
     const position = positions[i]!;
     if (deps.control.stopRequested && deps.control.fatal) throw deps.control.fatal;
-    const queued = await deps.handler.handleUnit(
+    const handled = deps.handler.handleUnit(
       record.snapshotKind ? record : { ...record, snapshotKind: batch.kind },
       // The pin key is `<table>\u0000<canonical key>`.
       { kind: 'snapshot', systemId, snapshotGeneration: record.snapshotGeneration, lsn: position.lsn, sequence: position.sequence, table: record.table, key: batch.keyTexts?.[i] ?? keys[i]!.slice(record.table.length + 1) },
       systemId,
     );
+    // Awaited only when queueing waits (the lanes are full): an await per record was a microtask turn per record.
+    const queued = handled instanceof Promise ? await handled : handled;
     if (queued) durables.push(queued.durable);
   }
   state.counts.rows += records.length;

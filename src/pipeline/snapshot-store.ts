@@ -23,10 +23,11 @@
  *   the generation (snapshot-first-change.ts, docs/snapshots.md);
  * - `sequence`: the last snapshot sequence handed out, so positions never repeat across restarts.
  */
-import { BACKWARDS, END, jsonEvent, KurrentDBClient } from '@kurrent/kurrentdb-client';
+import { BACKWARDS, END, KurrentDBClient } from '@kurrent/kurrentdb-client';
 import { decodeSnapshotRequest, isSnapshotFinished, parseSnapshotProgress, type SnapshotProgress, type SnapshotRequest } from '../source/snapshot/index.js';
 import type { Lsn } from '../source/types.js';
 import { DEFAULT_RETRY, isTransientError, readerConnectionString, type RetryPolicy } from '../sink/index.js';
+import { appendJsonEvent } from '../sink/json-append.js';
 import { backoffDelay } from '../sink/retry.js';
 
 export const SNAPSHOT_PROGRESS_EVENT_TYPE = 'SnapshotProgress';
@@ -247,11 +248,12 @@ export function createKurrentDBSnapshotStore(connectionString: string, assembler
     async save(progress, pinned, requests = { queued: [], handled: [] }, extras = {}) {
       const runs = pinRuns(pinned);
       // Expected `any`: one assembler owns the stream; a retried save appends the same record again (harmless, the last one counts).
-      await retry(() => client.appendToStream(stream, jsonEvent({ type: SNAPSHOT_PROGRESS_EVENT_TYPE, data: {
+      // The event appendToStream(stream, jsonEvent(…)) writes, without the client's base64 detour for its data (sink/json-append.ts).
+      await retry(() => appendJsonEvent(client, stream, SNAPSHOT_PROGRESS_EVENT_TYPE, {
         assembler, progress, pinned: [], pinnedRuns: runs, requests: { queued: requests.queued, handled: requests.handled.slice(-HANDLED_REQUESTS_KEPT) },
         ...(extras.marks && extras.marks.length > 0 ? { marks: extras.marks } : {}),
         ...(extras.sequence ? { sequence: extras.sequence } : {}),
-      } as never })));
+      }));
     },
     async close() {
       closed = true;

@@ -24,6 +24,7 @@
 import { randomUUID } from 'node:crypto';
 import { BACKWARDS, END, jsonEvent, type KurrentDBClient } from '@kurrent/kurrentdb-client';
 import { isLsn } from '../source/position.js';
+import { appendJsonEvent } from './json-append.js';
 import type { ReceiptScope, ReceiptUnit } from './receipt.js';
 
 export const SAVED_TYPE = 'StreamStatesSaved';
@@ -124,7 +125,8 @@ export async function saveStates(client: KurrentDBClient, stream: string, states
   const parts = encodeStates(states, randomUUID());
   if (parts.length === 0) return 0;
   await client.setStreamMetadata(stream, { maxCount: MAX_COUNT });
-  for (const part of parts) await client.appendToStream(stream, jsonEvent({ type: SAVED_TYPE, data: part }));
+  // appendJsonEvent: the event appendToStream(jsonEvent(…)) writes, without the client's base64 detour (a part is ≈ 256 KB of JSON).
+  for (const part of parts) await appendJsonEvent(client, stream, SAVED_TYPE, part);
   return parts.length;
 }
 
