@@ -103,9 +103,8 @@ function keyOf(t: ResumedTable, row: Row): Row {
 }
 
 async function isRead(deps: SnapshotDeps, begin: FirstChangeState, t: ResumedTable, key: Row, k: string): Promise<boolean> {
-  // How far the chunks reach whose records are queued (ahead of the saved progress).
-  const entry = deps.state.incremental?.placed(t.describe.table);
-  if (!entry || entry.done) return true;
+  const entry = deps.state.incremental?.progress().tables.find((e) => e.table === t.describe.table);
+  if (!entry || entry.status === 'done') return true;
   if (begin.readKeys.has(t.describe.table, k)) return true;
   if (entry.lastKey === null) return false;
   const client = async (): Promise<pg.ClientBase> => {

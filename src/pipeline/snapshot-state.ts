@@ -57,8 +57,6 @@ export interface SnapshotState {
   saving: Promise<void>;
   /** A save waiting its turn that later callers may join (requestSave), or `null`. */
   saveQueued: Promise<void> | null;
-  /** Placed incremental chunks waiting for their durability and then their progress save, in chunk order (transaction-router.ts). */
-  chunksSaved: Promise<void>;
   /** Pin keys loaded at start-up: records the last process handed to the sink, durability unknown (snapshot-landed.ts). */
   readonly inheritedPins: Set<string>;
 }
@@ -87,7 +85,7 @@ export function createSnapshotState(): SnapshotState {
   return {
     store: null, stored: null, progress: null, incremental: null, info: null, requests: { queued: [], handled: [] },
     systemId: null, adHocStarting: false, counts: { rows: 0, events: 0 }, pinned: new Map(), sequence: 0, done: false,
-    begin: null, marks: [], storedMarks: [], saving: Promise.resolve(), saveQueued: null, chunksSaved: Promise.resolve(), inheritedPins: new Set(),
+    begin: null, marks: [], storedMarks: [], saving: Promise.resolve(), saveQueued: null, inheritedPins: new Set(),
   };
 }
 
@@ -180,21 +178,20 @@ export function pinRecords(state: SnapshotState, keys: readonly string[], lsn: L
 
 /**
  * Hands snapshot records to the sink (map → validate → lanes, bounded by the lanes' in-flight
- * limit) and resolves once they are queued, with their pin keys and their durability (wrapped:
- * not awaited here). Before the first append their positions are recorded with the progress
- * saved last (a save of an older progress would move the resume point back), so a record read
- * again after a crash keeps its position and the sink's receipt recognises it (DESIGN invariant
- * 3). Progress itself is saved by the caller once they are durable, which drops the pins with
- * that save (the keys this gives, as its `covered`) or calls {@link unpinRecords} after it.
+ * limit) and resolves when all are durable. Before the first append their positions are
+ * recorded with the progress, so a record read again after a crash keeps its position and
+ * the sink's receipt recognises it (DESIGN invariant 3). Progress itself is saved by the caller,
+ * which drops the pins with that save (the keys this gives, as its `covered`) or calls
+ * {@link unpinRecords} after it. Gives the pin keys of the records handed to the sink.
  */
 export async function deliverSnapshotRecords(
   state: SnapshotState,
   deps: { readonly control: RunControl; readonly handler: Pick<TransactionHandler, 'handleUnit'>; readonly config: Pick<ResolvedConfig, 'name' | 'mappers' | 'destination'> },
   batch: { readonly records: readonly SnapshotRecord[]; readonly lsn: Lsn; readonly systemId: string; readonly progress: SnapshotProgress },
-): Promise<{ readonly keys: readonly string[]; readonly durable: Promise<void> }> {
+): Promise<readonly string[]> {
   const { lsn, systemId } = batch;
   let records = batch.records;
-  if (records.length === 0) return { keys: [], durable: Promise.resolve() };
+  if (records.length === 0) return [];
   // Each record's key text once (canonicalKey is a sort and a JSON text per call).
   let keyTexts = records.map((record) => canonicalKey(record.change.key));
   let keys = records.map((record, i) => pinKeyOf(record, keyTexts[i]!));
@@ -216,9 +213,9 @@ export async function deliverSnapshotRecords(
     }
   }
   const positions = pinRecords(state, keys, lsn);
-  await requestSave(state, () => state.progress ?? batch.progress);
-  const { durable } = await queueSnapshotRecords(state, deps, { records, positions, keys, keyTexts, systemId, kind: batch.progress.kind, unpin: false });
-  return { keys, durable };
+  await saveSnapshotProgress(state, () => state.progress ?? batch.progress);
+  await (await queueSnapshotRecords(state, deps, { records, positions, keys, keyTexts, systemId, kind: batch.progress.kind, unpin: false })).durable;
+  return keys;
 }
 
 /**

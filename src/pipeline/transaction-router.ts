@@ -7,7 +7,7 @@
  */
 import { readChanges, readChangesNow, type CommittedTransaction } from '../buffer/index.js';
 import { isHeartbeatOnly } from '../source/heartbeat.js';
-import type { ChunkSummary, IncrementalSnapshot } from '../source/snapshot/index.js';
+import type { IncrementalSnapshot } from '../source/snapshot/index.js';
 import type { Change, ChangeSequence, SnapshotRecord } from '../source/types.js';
 import { isLargeTransaction } from './slices.js';
 import { applyFirstChanges, skipMarked, tableFinished } from './snapshot-first-change.js';
@@ -53,25 +53,6 @@ async function handleLarge(deps: SnapshotDeps, tx: CommittedTransaction): Promis
   }
 }
 
-/**
- * Once a placed chunk's records are durable — after the chunks placed before it — its progress
- * is saved, the first record without its pins (one save per chunk, not two). Off the line:
- * transactions after the chunk go on meanwhile (their acknowledgement waits for the records
- * anyway, queued ahead of them). A failure stops the run.
- */
-function afterChunkDurable(deps: SnapshotDeps, inc: IncrementalSnapshot, chunk: ChunkSummary, durable: Promise<void>, keys: readonly string[], delivered: readonly SnapshotRecord[]): void {
-  const state = deps.state;
-  durable.catch(() => undefined); // awaited in turn below
-  const turn = state.chunksSaved.then(async () => {
-    await durable;
-    await inc.chunkDurable(chunk, keys);
-    unpinRecords(state, delivered);
-  });
-  state.chunksSaved = turn.catch((error: unknown) => {
-    if (!deps.control.stopRequested) deps.control.fail(error);
-  });
-}
-
 /** While an incremental snapshot runs, every transaction passes its watermark window. */
 async function handleWithWindow(deps: SnapshotDeps, tx: CommittedTransaction, inc: IncrementalSnapshot, systemId: string): Promise<void> {
   const large = isLargeTransaction(tx);
@@ -92,13 +73,12 @@ async function handleWithWindow(deps: SnapshotDeps, tx: CommittedTransaction, in
       else if (output.kind === 'snapshot') records.push(output.record);
       else {
         const delivered = skipMarked(deps, records);
+        const keys = await deliverSnapshotRecords(deps.state, deps, { records: delivered, lsn: tx.commitLsn, systemId, progress: inc.progress() });
         records = [];
-        const { keys, durable } = await deliverSnapshotRecords(deps.state, deps, { records: delivered, lsn: tx.commitLsn, systemId, progress: inc.progress() });
-        // Queued ahead of every later transaction: the reader may read the next chunk, and the
-        // first-change rule counts these rows as read (inc.placed).
-        inc.chunkPlaced(output.chunk);
-        if (inc.placed(output.chunk.table)?.done) tableFinished(deps, output.chunk.table);
-        afterChunkDurable(deps, inc, output.chunk, durable, keys, delivered);
+        // The chunk's progress record is the first without its pins (one save per chunk, not two).
+        await inc.chunkDurable(output.chunk, keys);
+        unpinRecords(deps.state, delivered);
+        if (inc.progress().tables.find((t) => t.table === output.chunk.table)?.status === 'done') tableFinished(deps, output.chunk.table);
       }
     }
   } finally {

@@ -5,12 +5,8 @@
  * written into the WAL with `pg_logical_emit_message(true, 'event-assembler.watermark', …)`.
  * The {@link WatermarkWindow} (fed by the pipeline with the stream's committed transactions)
  * drops chunk rows whose key changed between the watermarks and emits the rest after the high
- * watermark. The next chunk is read once the pipeline has *placed* this one (its window closed:
- * rows emitted, or the chunk marked `retry`), while the placed chunk's records are still being
- * appended — at most {@link MAX_UNSAVED_CHUNKS} placed chunks wait for their durability. Progress
- * is saved when the pipeline reports a chunk durable, in chunk order, so a restart resumes after
- * the last durable chunk (records of later placed chunks are pinned by the pipeline: read again,
- * they are recognised).
+ * watermark. Progress is saved when the pipeline reports a chunk durable, so a restart
+ * resumes after the last durable chunk.
  *
  * Privileges: the capture role needs nothing beyond SELECT on the tables: in PostgreSQL 17
  * `pg_logical_emit_message` is executable by PUBLIC. (A watermark *table* — Debezium's
@@ -72,39 +68,16 @@ export interface IncrementalSnapshotOptions {
 export interface IncrementalSnapshot {
   /** Feed it the stream's committed transactions, in order; pass its outputs downstream in order. */
   readonly window: WatermarkWindow;
-  /**
-   * Reads every unfinished table chunk by chunk; resolves with the final progress once every chunk
-   * is durable and saved. Each chunk waits for {@link chunkPlaced} (or {@link chunkDurable}).
-   */
+  /** Reads every unfinished table chunk by chunk; resolves with the final progress. Each chunk waits for {@link chunkDurable}. */
   run(signal?: AbortSignal): Promise<SnapshotProgress>;
   /**
-   * The pipeline met a `chunk-complete` marker and queued the chunk's records (or, `retry`, none):
-   * the next chunk may be read. Optional — {@link chunkDurable} implies it.
-   */
-  chunkPlaced(chunk: ChunkSummary): void;
-  /**
-   * The pipeline made a `chunk-complete` marker (and everything before it) durable: saves progress.
-   * Called in chunk order. `covered`: passed to the store's save of that progress.
+   * The pipeline made a `chunk-complete` marker (and everything before it) durable: saves progress,
+   * lets the next chunk start. `covered`: passed to the store's save of that progress.
    */
   chunkDurable(chunk: ChunkSummary, covered?: readonly string[]): Promise<void>;
-  /** The saved progress. */
   progress(): SnapshotProgress;
-  /**
-   * How far the chunks placed so far reach in `table` (ahead of the saved progress while placed
-   * chunks are appended): rows up to `lastKey` (all of them when `done`) have had their records
-   * queued; `null` for a table not in this snapshot.
-   */
-  placed(table: QualifiedTable): PlacedTable | null;
   close(): Promise<void>;
 }
-
-export interface PlacedTable {
-  readonly lastKey: KeyText | null;
-  readonly done: boolean;
-}
-
-/** Placed chunks whose records may be in flight, not yet durable and saved, before the reader waits. */
-export const MAX_UNSAVED_CHUNKS = 2;
 
 const TEXT_TYPES = { getTypeParser: () => (value: string) => value };
 
@@ -128,41 +101,6 @@ async function maxKeyOf(client: pg.ClientBase, t: SnapshotTable): Promise<KeyTex
   return row ? row.map((v) => v ?? '') : null;
 }
 
-/** Selects one chunk in a read-only transaction of its own, with that transaction's snapshot. */
-async function selectChunk(c: pg.Client, t: SnapshotTable, lastKey: KeyText | null, maxKey: KeyText, chunkSize: number): Promise<{ rows: (string | null)[][]; snapshot: ChunkSnapshot }> {
-  await c.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-  try {
-    // First statement: takes the transaction's snapshot, which goes to the window with the rows.
-    const snap = await c.query<{ xmin: string; xmax: string; xip: string[] }>(
-      `SELECT pg_snapshot_xmin(s)::text AS xmin, pg_snapshot_xmax(s)::text AS xmax, ARRAY(SELECT x::text FROM pg_snapshot_xip(s) x) AS xip FROM pg_current_snapshot() s`,
-    );
-    // The stream carries 32-bit xids; xid8 is epoch << 32 | xid.
-    const xid32 = (x: string) => Number(BigInt(x) & 0xffff_ffffn);
-    const row = snap.rows[0]!;
-    const snapshot: ChunkSnapshot = { xmin: xid32(row.xmin), xmax: xid32(row.xmax), xip: row.xip.map(xid32) };
-    const params: string[] = [];
-    const where: string[] = [];
-    if (lastKey) {
-      where.push(keyComparison(t, '>', 1));
-      params.push(...lastKey);
-    }
-    where.push(keyComparison(t, '<=', params.length + 1));
-    params.push(...maxKey);
-    if (t.rowFilter !== null) where.push(`(${t.rowFilter})`);
-    const r = await c.query({
-      text: `SELECT ${selectList(t)} FROM ${t.sql} WHERE ${where.join(' AND ')} ORDER BY ${orderBy(t)} LIMIT ${chunkSize}`,
-      values: params,
-      rowMode: 'array',
-      types: TEXT_TYPES,
-    });
-    await c.query('COMMIT');
-    return { rows: r.rows as (string | null)[][], snapshot };
-  } catch (error) {
-    await c.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  }
-}
-
 export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): IncrementalSnapshot {
   const run = options.run ?? randomBytes(8).toString('hex');
   const chunkSize = options.chunkSize ?? 1024;
@@ -172,13 +110,7 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
   let closed = false;
   let chunkSeq = 0;
   let lastCounted = 0;
-  let lastPlaced = 0;
-  /** Chunks placed, not yet reported durable. */
-  let unsaved = 0;
-  const placedTables = new Map<QualifiedTable, PlacedTable>(progress.tables.map((t) => [t.table, { lastKey: t.lastKey, done: t.status === 'done' }]));
   let waiting: { chunk: number; resolve: (outcome: ChunkSummary) => void; reject: (e: unknown) => void } | null = null;
-  /** The reader (or run's end) waiting for placed chunks to become durable. */
-  let draining: { resolve: () => void; reject: (e: unknown) => void } | null = null;
   const maxRetries = options.maxChunkRetries ?? 20;
   const retryDelayMs = options.retryDelayMs ?? 100;
 
@@ -190,50 +122,48 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
     return c;
   }
 
-  let saving: Promise<void> = Promise.resolve();
-  /** Saves `update` of the progress as it is when the save's turn comes: the reader's and the chunks' saves, one after another. */
-  function save(update: (current: SnapshotProgress) => SnapshotProgress, covered?: readonly string[]): Promise<void> {
-    const turn = saving.then(async () => {
-      const next = update(progress);
-      await options.store.save(next, covered);
-      progress = next;
-    });
-    saving = turn.catch(() => undefined);
-    return turn;
+  async function selectChunk(c: pg.Client, t: SnapshotTable, lastKey: KeyText | null, maxKey: KeyText): Promise<{ rows: (string | null)[][]; snapshot: ChunkSnapshot }> {
+    await c.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    try {
+      // First statement: takes the transaction's snapshot, which goes to the window with the rows.
+      const snap = await c.query<{ xmin: string; xmax: string; xip: string[] }>(
+        `SELECT pg_snapshot_xmin(s)::text AS xmin, pg_snapshot_xmax(s)::text AS xmax, ARRAY(SELECT x::text FROM pg_snapshot_xip(s) x) AS xip FROM pg_current_snapshot() s`,
+      );
+      // The stream carries 32-bit xids; xid8 is epoch << 32 | xid.
+      const xid32 = (x: string) => Number(BigInt(x) & 0xffff_ffffn);
+      const row = snap.rows[0]!;
+      const snapshot: ChunkSnapshot = { xmin: xid32(row.xmin), xmax: xid32(row.xmax), xip: row.xip.map(xid32) };
+      const params: string[] = [];
+      const where: string[] = [];
+      if (lastKey) {
+        where.push(keyComparison(t, '>', 1));
+        params.push(...lastKey);
+      }
+      where.push(keyComparison(t, '<=', params.length + 1));
+      params.push(...maxKey);
+      if (t.rowFilter !== null) where.push(`(${t.rowFilter})`);
+      const r = await c.query({
+        text: `SELECT ${selectList(t)} FROM ${t.sql} WHERE ${where.join(' AND ')} ORDER BY ${orderBy(t)} LIMIT ${chunkSize}`,
+        values: params,
+        rowMode: 'array',
+        types: TEXT_TYPES,
+      });
+      await c.query('COMMIT');
+      return { rows: r.rows as (string | null)[][], snapshot };
+    } catch (error) {
+      await c.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    }
+  }
+
+  async function save(next: SnapshotProgress, covered?: readonly string[]): Promise<void> {
+    await options.store.save(next, covered);
+    progress = next;
   }
 
   function checkAbort(signal?: AbortSignal): void {
     if (closed) throw new SnapshotError('SNAPSHOT_STOPPED', 'incremental snapshot closed', { generation: progress.generation });
     if (signal?.aborted) throw new SnapshotError('SNAPSHOT_ABORTED', 'incremental snapshot aborted', { generation: progress.generation }, { cause: signal.reason });
-  }
-
-  /** Waits until fewer than `limit` placed chunks wait for their durability. */
-  async function unsavedBelow(limit: number, signal?: AbortSignal): Promise<void> {
-    while (unsaved >= limit) {
-      checkAbort(signal);
-      const drained = new Promise<void>((resolve, reject) => {
-        draining = { resolve, reject };
-      });
-      const onAbort = () => draining?.reject(new SnapshotError('SNAPSHOT_ABORTED', 'incremental snapshot aborted', { generation: progress.generation }));
-      signal?.addEventListener('abort', onAbort, { once: true });
-      try {
-        await drained;
-      } finally {
-        signal?.removeEventListener('abort', onAbort);
-        draining = null;
-      }
-    }
-  }
-
-  function place(summary: ChunkSummary): void {
-    if (summary.run !== run || summary.chunk <= lastPlaced || !placedTables.has(summary.table)) return;
-    if (!summary.retry) {
-      lastPlaced = summary.chunk;
-      unsaved += 1;
-      placedTables.set(summary.table, { lastKey: summary.lastKey, done: summary.tableDone });
-    }
-    // A retried chunk places nothing: the reader reads the same range again.
-    if (waiting && waiting.chunk === summary.chunk) waiting.resolve(summary);
   }
 
   async function readTable(c: pg.Client, table: QualifiedTable, signal?: AbortSignal): Promise<void> {
@@ -242,23 +172,19 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
     let entry = progress.tables.find((x) => x.table === table)!;
     if (entry.status === 'pending' || entry.maxKey === null) {
       const maxKey = await maxKeyOf(c, t);
-      await save((current) => updateTable(current, table, maxKey === null
+      await save(updateTable(progress, table, maxKey === null
         ? { status: 'done', maxKey: null, estimatedRows: t.estimatedRows }
         : { status: 'running', maxKey, estimatedRows: t.estimatedRows }));
       entry = progress.tables.find((x) => x.table === table)!;
-      if (entry.status === 'done') {
-        placedTables.set(table, { lastKey: null, done: true });
-        return;
-      }
+      if (entry.status === 'done') return;
     }
     const maxKey = entry.maxKey!;
     let primed = false;
     let blocked = 0;
     for (;;) {
       checkAbort(signal);
-      const current = placedTables.get(table)!;
-      if (current.done) return;
-      await unsavedBelow(MAX_UNSAVED_CHUNKS, signal);
+      const current = progress.tables.find((x) => x.table === table)!;
+      if (current.status === 'done') return;
       const mark = (chunk: number) => ({ run, generation: progress.generation, table, chunk });
       if (!primed) {
         // Priming low watermark: gives the window history of this table before the first real chunk.
@@ -267,7 +193,7 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
       }
       const chunk = ++chunkSeq;
       await emitWatermark(c, encodeWatermark({ kind: 'low', ...mark(chunk), keyColumns: t.keyColumns }));
-      const { rows, snapshot } = await selectChunk(c, t, current.lastKey, maxKey, chunkSize);
+      const { rows, snapshot } = await selectChunk(c, t, current.lastKey, maxKey);
       const data: SnapshotChunk = {
         run, generation: progress.generation, table, chunk,
         keyColumns: t.keyColumns,
@@ -281,14 +207,14 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
       };
       window.addChunk(data);
       await options.onChunkSelected?.(data);
-      const placed = new Promise<ChunkSummary>((resolve, reject) => {
+      const durable = new Promise<ChunkSummary>((resolve, reject) => {
         waiting = { chunk, resolve, reject };
       });
       const onAbort = () => waiting?.reject(new SnapshotError('SNAPSHOT_ABORTED', 'incremental snapshot aborted', { generation: progress.generation }));
       signal?.addEventListener('abort', onAbort, { once: true });
       try {
         await emitWatermark(c, encodeWatermark({ kind: 'high', run, generation: progress.generation, table, chunk }));
-        const outcome = await placed;
+        const outcome = await durable;
         if (outcome.retry) {
           blocked += 1;
           if (blocked > maxRetries) {
@@ -315,41 +241,33 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
         if (entry.status === 'done') continue;
         await readTable(c, entry.table, signal);
       }
-      await unsavedBelow(1, signal);
       if (!isSnapshotFinished(progress)) throw new Error('unreachable: tables left unfinished');
       return progress;
     },
-    chunkPlaced: place,
-    placed: (table) => placedTables.get(table) ?? null,
     async chunkDurable(summary, covered) {
-      if (summary.run !== run || closed) return;
-      if (!progress.tables.some((t) => t.table === summary.table)) return;
-      place(summary);
+      if (summary.run !== run) return;
+      const entry = progress.tables.find((t) => t.table === summary.table);
+      if (!entry) return;
       // Each chunk counts once (a marker seen twice, e.g. by a careless caller, must not double rows).
-      // A retried chunk emitted nothing: progress stays.
-      if (summary.chunk <= lastCounted || summary.retry) return;
-      lastCounted = summary.chunk;
-      try {
-        await save((current) => {
-          const entry = current.tables.find((t) => t.table === summary.table)!;
-          return updateTable(current, summary.table, {
-            status: summary.tableDone ? 'done' : 'running',
-            lastKey: summary.lastKey,
-            rowsDone: entry.rowsDone + summary.selected,
-            chunksDone: entry.chunksDone + 1,
-          });
-        }, covered);
-      } finally {
-        unsaved -= 1;
-        draining?.resolve();
+      if (summary.chunk <= lastCounted) return;
+      if (summary.retry) {
+        // Nothing was emitted: progress stays; the reader reads the same range again.
+        if (waiting && waiting.chunk === summary.chunk) waiting.resolve(summary);
+        return;
       }
+      lastCounted = summary.chunk;
+      await save(updateTable(progress, summary.table, {
+        status: summary.tableDone ? 'done' : 'running',
+        lastKey: summary.lastKey,
+        rowsDone: entry.rowsDone + summary.selected,
+        chunksDone: entry.chunksDone + 1,
+      }), covered);
       options.onProgress?.(progress, summary);
+      if (waiting && waiting.chunk === summary.chunk) waiting.resolve(summary);
     },
     async close() {
       closed = true;
-      const stopped = new SnapshotError('SNAPSHOT_STOPPED', 'incremental snapshot closed', { generation: progress.generation });
-      waiting?.reject(stopped);
-      draining?.reject(stopped);
+      waiting?.reject(new SnapshotError('SNAPSHOT_STOPPED', 'incremental snapshot closed', { generation: progress.generation }));
       const c = client;
       client = null;
       await c?.end().catch(() => undefined);

@@ -6,7 +6,7 @@ export {
   createSlotWithSnapshot, readInitialSnapshot, runInitialSnapshot, snapshotRecords, openSnapshotConnection,
   type CreateSlotWithSnapshotOptions, type InitialSnapshotResult, type RunInitialSnapshotOptions, type ExportedSnapshotSlot, type ReadSnapshotOptions, type SnapshotBatch, type SnapshotReadMethod,
 } from './initial.js';
-export { createIncrementalSnapshot, MAX_UNSAVED_CHUNKS, type IncrementalSnapshot, type IncrementalSnapshotOptions, type PlacedTable } from './incremental.js';
+export { createIncrementalSnapshot, type IncrementalSnapshot, type IncrementalSnapshotOptions } from './incremental.js';
 export {
   createWatermarkWindow, decodeWatermark, encodeWatermark, invisibleTo, WATERMARK_PREFIX,
   type ChunkRow, type ChunkSnapshot, type ChunkSummary, type SnapshotChunk, type Watermark, type WatermarkWindow, type WindowOutput, type WindowTransaction,
