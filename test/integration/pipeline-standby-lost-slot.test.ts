@@ -48,7 +48,13 @@ describe('hot standby: a leader whose slot was taken while it reconnected', () =
     // The leader's connection is cut; another connection takes the slot before it reconnects.
     const [{ ok }] = (await rig.sql('SELECT pg_terminate_backend(active_pid) AS ok FROM pg_replication_slots WHERE slot_name = $1', [slot])) as [{ ok: boolean }];
     expect(ok).toBe(true);
-    holder = createPostgresSource({ connection: rig.captureUrl, slot, publication: rig.publication, tables: TABLES, checks: false, slotPollIntervalMs: 10 });
+    // The other process only holds the slot: it must not move it past what the leader recorded as
+    // durable — a source acknowledges keepalive positions while it is idle, and had it done so past
+    // the transactions written below (seen once in CI: confirmed_flush_lsn moved by 0xEF0), the
+    // leader would rightly refuse with REBUILD_NEEDED. Its idle acknowledgements stop at the slot's
+    // position when it takes over.
+    const [{ confirmed }] = (await rig.sql('SELECT confirmed_flush_lsn::text AS confirmed FROM pg_replication_slots WHERE slot_name = $1', [slot])) as [{ confirmed: string }];
+    holder = createPostgresSource({ connection: rig.captureUrl, slot, publication: rig.publication, tables: TABLES, checks: false, slotPollIntervalMs: 10, idleAcknowledgeLimit: () => confirmed });
     await holder.start();
     await holder.streaming();
     const [{ active_pid: holderPid }] = (await rig.sql('SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1', [slot])) as [{ active_pid: number }];
