@@ -120,8 +120,9 @@ async function saveNow(state: SnapshotState, progress: SnapshotProgress, covered
 /**
  * Saves `progress` (with the pins, requests and marks of this moment) after every save asked for
  * before. A function gives the progress when the save's turn comes (`() => state.progress`: the
- * one saved last — a value taken earlier may be older than a save queued before this one). `covered`: pin keys of records `progress` covers — left out of this save and dropped
- * once it is durable (one save instead of a save of the progress and another without the pins).
+ * one saved last — a value taken earlier may be older than a save queued before this one).
+ * `covered`: pin keys of records `progress` covers — left out of this save and dropped once it is
+ * durable (one save instead of a save of the progress and another without the pins).
  */
 export function saveSnapshotProgress(state: SnapshotState, progress: SnapshotProgress | (() => SnapshotProgress), covered?: readonly string[]): Promise<void> {
   const run = state.saving.then(() => saveNow(state, typeof progress === 'function' ? progress() : progress, covered));
