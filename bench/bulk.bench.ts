@@ -4,10 +4,13 @@
 //   EA_BENCH_BULK_SIZES=50000,150000,1000000 npm run bench:bulk   # and the 1,000,000-row transaction
 //
 // For each size N: the orders table (test/support/orders) gets one bulk INSERT of N rows — one
-// transaction, N new streams — and later one bulk UPDATE of all N — one transaction over N
-// existing streams that the assembler, restarted in between, knows nothing of. The baseline is
-// streaming: EA_BENCH_BULK_STREAMING (default 20,000) transactions of one order each, inserted,
-// then (after a restart) updated. Every transaction is written into the WAL before the assembler
+// transaction, N new streams — then one bulk UPDATE of all N — one transaction over N existing
+// streams — after a graceful restart, which carries over the states of the streams the last
+// process had cached (at most `limits.maxCachedStreams`, 100,000: an N above it meets streams it
+// does not know), then another bulk UPDATE after a restart whose carried states were taken away
+// (`loadStates` marks them taken): every stream unknown. The baseline is streaming:
+// EA_BENCH_BULK_STREAMING (default 20,000) transactions of one order each, inserted, then (after a
+// restart, carried states taken away) updated. Every transaction is written into the WAL before the assembler
 // starts; a run is timed from the assembler's "assembler started" log line to the slot
 // confirming the last commit (every event durable in KurrentDB). The assembler runs as a child
 // process from the production build (`.tmp/bench-build`, as `npm run bench` builds it), the
@@ -23,6 +26,9 @@ import { createBulkRig } from '../test/support/bulk-rig.js';
 import { COMMAND, drain, NODE_ARGS } from './lib/bulk-drain.js';
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
 import { gitCommit, writeResult } from './lib/results.js';
+import { KurrentDBClient } from '@kurrent/kurrentdb-client';
+import { stateStreamName } from '../src/sink/index.js';
+import { loadStates } from '../src/sink/state-carry.js';
 
 const SIZES = (process.env.EA_BENCH_BULK_SIZES ?? '50000,150000').split(',').map(Number).filter((n) => n > 0);
 const STREAMING = Number(process.env.EA_BENCH_BULK_STREAMING ?? 20_000);
@@ -31,7 +37,7 @@ if (!existsSync(path.join(REPO_ROOT, '.tmp/bench-build/cli/main.js'))) throw new
 interface Row {
   readonly label: string;
   readonly shape: 'one bulk transaction' | 'streaming';
-  readonly streams: 'new' | 'existing, none cached';
+  readonly streams: 'new' | 'existing, carried over the restart' | 'existing, none cached';
   readonly events: number;
   readonly transactions: number;
   readonly seconds: number;
@@ -40,6 +46,16 @@ interface Row {
 }
 
 const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+/** Takes away the stream states the last stop carried over (as the next start would take them): that start knows none. */
+async function forgetCarried(destination: string): Promise<void> {
+  const client = KurrentDBClient.connectionString(destination);
+  try {
+    await loadStates(client, stateStreamName('bulk'), 'bulk');
+  } finally {
+    await client.dispose();
+  }
+}
+
 const log = (line: string) => console.error(`[bench:bulk ${new Date().toISOString().slice(11, 19)}] ${line}`);
 
 // Before anything of the bench starts: figures are for a quiet machine (load below 0.5).
@@ -56,9 +72,14 @@ try {
       rows.push({ label: `bulk INSERT of ${fmt(n)} rows`, shape: 'one bulk transaction', streams: 'new', events: n, transactions: 1, ...inserted });
       log(`bulk insert ${fmt(n)}: ${inserted.seconds.toFixed(1)} s, ${fmt(n / inserted.seconds)} events/s, peak RSS ${inserted.peakRssMiB} MiB`);
       lsn = await rig.bulk(`UPDATE orders SET status = 'paid'`);
+      const carried = await drain(rig, lsn);
+      rows.push({ label: `bulk UPDATE of ${fmt(n)} rows`, shape: 'one bulk transaction', streams: 'existing, carried over the restart', events: n, transactions: 1, ...carried });
+      log(`bulk update ${fmt(n)}, states carried over: ${carried.seconds.toFixed(1)} s, ${fmt(n / carried.seconds)} events/s, ${carried.tailReads ?? '?'} tail reads, peak RSS ${carried.peakRssMiB} MiB`);
+      await forgetCarried(kurrent.connectionString);
+      lsn = await rig.bulk(`UPDATE orders SET status = 'shipped'`);
       const updated = await drain(rig, lsn);
       rows.push({ label: `bulk UPDATE of ${fmt(n)} rows`, shape: 'one bulk transaction', streams: 'existing, none cached', events: n, transactions: 1, ...updated });
-      log(`bulk update ${fmt(n)}: ${updated.seconds.toFixed(1)} s, ${fmt(n / updated.seconds)} events/s, peak RSS ${updated.peakRssMiB} MiB`);
+      log(`bulk update ${fmt(n)}, none cached: ${updated.seconds.toFixed(1)} s, ${fmt(n / updated.seconds)} events/s, peak RSS ${updated.peakRssMiB} MiB`);
     } finally {
       await rig.close();
       await kurrent.stop();
@@ -72,6 +93,7 @@ try {
     const inserted = await drain(rig, lsn);
     rows.push({ label: `${fmt(STREAMING)} INSERTs of one row`, shape: 'streaming', streams: 'new', events: STREAMING, transactions: STREAMING, ...inserted });
     log(`streaming inserts: ${inserted.seconds.toFixed(1)} s, ${fmt(STREAMING / inserted.seconds)} events/s`);
+    await forgetCarried(kurrent.connectionString);
     lsn = await rig.bulk(`DO $$ BEGIN FOR g IN 1..${STREAMING} LOOP UPDATE orders SET status = 'paid' WHERE id = g; COMMIT; END LOOP; END $$`);
     const updated = await drain(rig, lsn);
     rows.push({ label: `${fmt(STREAMING)} UPDATEs of one row`, shape: 'streaming', streams: 'existing, none cached', events: STREAMING, transactions: STREAMING, ...updated });
@@ -85,7 +107,8 @@ try {
 }
 
 const rate = (row: Row) => row.events / row.seconds;
-const streamingRate = (streams: Row['streams']) => rate(rows.find((r) => r.shape === 'streaming' && r.streams === streams)!);
+// Carried or not, a bulk update is compared with the streamed updates of streams none cached.
+const streamingRate = (streams: Row['streams']) => rate(rows.find((r) => r.shape === 'streaming' && r.streams === (streams === 'new' ? 'new' : 'existing, none cached'))!);
 const table = [
   '| run | streams | events | transactions | seconds | events/s | × streaming (same streams) | assembler peak RSS (MiB) | tail reads |',
   '|---|---|---:|---:|---:|---:|---:|---:|---:|',
@@ -107,7 +130,7 @@ ${SIZES.join(',') === '50000,150000' ? 'npm run bench:bulk' : `EA_BENCH_BULK_SIZ
 Machine: ${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown'}; Node ${process.version}, the assembler with \`${NODE_ARGS.join(' ')}\`; load average at the start ${loadAtStart.map((l) => l.toFixed(2)).join(' / ')}, at the end ${os.loadavg().map((l) => l.toFixed(2)).join(' / ')}.
 Run at ${now.toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${gitCommit()}.
 
-Each run: the transactions are in the WAL before the assembler starts (production build, child process); timed from its "assembler started" line to the slot confirming the last commit. The in-memory KurrentDB runs in a process of its own. "Existing, none cached": the assembler was restarted after the streams were written, so it knows none of them.
+Each run: the transactions are in the WAL before the assembler starts (production build, child process); timed from its "assembler started" line to the slot confirming the last commit. The in-memory KurrentDB runs in a process of its own. "Existing, carried over the restart": the assembler was stopped gracefully after the streams were written and restarted; it carried over the states of the streams it had cached (at most 100,000). "Existing, none cached": restarted with those states taken away, so it knows none of the streams.
 
 ${table}
 `;

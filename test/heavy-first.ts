@@ -1,4 +1,4 @@
-// The test files' order: the two longest first (pipeline-bulk ~7–9 min, the crash test ~2–3 min on
+// The test files' order: the two longest first (pipeline-bulk ~4–5 min, the crash test ~3 min on
 // 2 cores), then vitest's own order. With two workers, a long file that starts late becomes the
 // run's tail alone: in a fresh clone (no duration cache) pipeline-bulk started ~3 min in and the
 // run took 735 s; started first, the others fit beside it.

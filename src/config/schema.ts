@@ -120,8 +120,9 @@ export interface LimitsConfig {
   /** The most events one append call carries (a single larger transaction still goes alone). Default: 2048. */
   readonly maxBatchEvents?: number;
   /**
-   * Streams whose revision and last receipt the sink keeps in memory (least recently used
-   * forgotten), 0.2–0.3 KB each (bench/stream-cache.bench.ts: 197–199 bytes for a stream appended to, with a 13-character
+   * Streams whose revision and last receipt the sink keeps in memory (a segmented LRU: streams
+   * used once are forgotten before streams used again; src/sink/state-cache.ts), 0.2–0.3 KB each
+   * (bench/stream-cache.bench.ts: 197–199 bytes for a stream appended to, with a 13-character
    * name; a state read from the server also keeps its tail event's id): the default 100,000 ≈
    * 25 MB. A stream not in it costs one tail read (or one failed optimistic append) when next
    * appended to — beyond it the line is as correct, only slower. Default: 100000.

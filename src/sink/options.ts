@@ -52,8 +52,9 @@ export interface KurrentDBSinkOptions {
    */
   readonly timeoutMs?: number;
   /**
-   * Streams whose revision and receipt stay cached (least recently used are forgotten; their next
-   * touch is a first touch again — correct, only slower when the stream exists).
+   * Streams whose revision and receipt stay cached (a segmented LRU: streams used once are
+   * forgotten before streams used again; a forgotten stream's next touch is a first touch again —
+   * correct, only slower when the stream exists).
    * @default 100000
    */
   readonly maxCachedStreams?: number;

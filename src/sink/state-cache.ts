@@ -1,62 +1,43 @@
-// The stream-state cache's two building blocks: a least-recently-used map and a concurrency limiter.
+// The stream-state cache's two building blocks: a segmented least-recently-used map and a concurrency limiter.
 
 /**
- * Stream states, the least recently used forgotten, `capacity` of them kept: two generations in
- * order of use — what is used moves to the end of the young one; once the cache is full each new
- * stream evicts the least recently used of the old generation (through one iterator kept over
- * it), and when the old one is empty the young one becomes old. Every operation is O(1). (A single Map in LRU order — delete the first
- * key on each insert — gets slower with every eviction: V8 keeps deleted entries as holes that a
- * new iterator from the front must skip until the table is rebuilt; a bulk insert of 1,000,000
- * new streams through a 100,000-entry cache ran at a third of the speed of 150,000. The kept
- * iterator skips each hole once. Dropping the old generation whole, as before, left the cache
- * between half full and full — and a stop carried only what it held.)
+ * A map in order of use whose least recently used entry leaves in O(1): two generations — what is
+ * used moves to the end of the young one; `takeOldest` takes from the old generation through one
+ * iterator kept over it, and when the old one is empty the young one becomes old. (A single Map
+ * in LRU order — delete the first key on each insert — gets slower with every eviction: V8 keeps
+ * deleted entries as holes that a new iterator from the front must skip until the table is
+ * rebuilt; a bulk insert of 1,000,000 new streams through a 100,000-entry cache ran at a third of
+ * the speed of 150,000. The kept iterator skips each hole once.)
  */
-export function createLru<S>(capacity: number, onEvict: () => void) {
-  const limit = Math.max(1, capacity);
+function createSegment<S>() {
   let young = new Map<string, S>();
   let old = new Map<string, S>();
   let oldest = old.keys();
-  function evictOne(): void {
-    if (old.size === 0) {
-      old = young;
-      young = new Map();
-      oldest = old.keys();
-    }
-    const next = oldest.next();
-    if (next.done) return;
-    old.delete(next.value);
-    onEvict();
-  }
-  function put(stream: string, state: S): void {
-    // Last in the young generation's order, whether it was there or not.
-    if (!young.delete(stream) && young.size + old.size >= limit) evictOne();
-    young.set(stream, state);
-  }
   return {
-    get(stream: string): S | undefined {
-      const state = young.get(stream);
-      if (state !== undefined) {
-        young.delete(stream);
-        young.set(stream, state);
-        return state;
+    /** The entry, without touching its recency. */
+    peek: (key: string): S | undefined => young.get(key) ?? old.get(key),
+    has: (key: string): boolean => young.has(key) || old.has(key),
+    /** Sets `key` as the most recently used. */
+    set(key: string, value: S): void {
+      old.delete(key);
+      young.delete(key);
+      young.set(key, value);
+    },
+    delete: (key: string): boolean => young.delete(key) || old.delete(key),
+    /** Removes and returns the least recently used entry. */
+    takeOldest(): [string, S] | undefined {
+      if (old.size === 0) {
+        old = young;
+        young = new Map();
+        oldest = old.keys();
       }
-      const aged = old.get(stream);
-      if (aged !== undefined) {
-        old.delete(stream);
-        put(stream, aged);
+      for (let next = oldest.next(); !next.done; next = oldest.next()) {
+        const value = old.get(next.value);
+        if (value === undefined) continue; // deleted since the iterator was made
+        old.delete(next.value);
+        return [next.value, value];
       }
-      return aged;
-    },
-    /** Whether `stream` is cached, without touching its recency. */
-    has(stream: string): boolean {
-      return young.has(stream) || old.has(stream);
-    },
-    set(stream: string, state: S): void {
-      old.delete(stream);
-      put(stream, state);
-    },
-    delete(stream: string): boolean {
-      return young.delete(stream) || old.delete(stream);
+      return undefined;
     },
     clear(): void {
       young.clear();
@@ -65,10 +46,91 @@ export function createLru<S>(capacity: number, onEvict: () => void) {
     get size(): number {
       return young.size + old.size;
     },
-    /** Every entry, least recently used first. */
     *entries(): Generator<[string, S]> {
       yield* old;
       yield* young;
+    },
+  };
+}
+
+/** The share of the cache that streams used more than once may hold (the protected segment). */
+export const PROTECTED_SHARE = 0.8;
+
+/**
+ * Stream states, `capacity` of them kept once full, in two segments (a segmented LRU): a stream
+ * set for the first time enters the probation segment; used again (`get`) while cached, it moves
+ * to the protected one, which holds at most `PROTECTED_SHARE` of the capacity and hands its least
+ * recently used back to probation when over. Each new stream over the capacity evicts the least
+ * recently used of probation (of protected when probation is empty). Every operation is O(1).
+ *
+ * Why not plain LRU: a bulk statement touches its streams in one pass, and the next one in the
+ * same order. Over more streams than the capacity, plain LRU evicts each stream just before the
+ * pass comes back to it — after a graceful restart with 100,000 carried states, an update of all
+ * 120,000 orders missed on every one of them. Here a pass of streams seen once churns probation
+ * only, and the streams used before (carried ones are adopted as used, `setUsed`) stay.
+ */
+export function createLru<S>(capacity: number, onEvict: () => void) {
+  const limit = Math.max(1, capacity);
+  const protectedLimit = Math.floor(limit * PROTECTED_SHARE);
+  const probation = createSegment<S>();
+  const kept = createSegment<S>();
+  function evictOne(): void {
+    if ((probation.takeOldest() ?? kept.takeOldest()) !== undefined) onEvict();
+  }
+  /** Into the protected segment as the most recently used; its overflow goes back to probation. */
+  function protect(stream: string, state: S): void {
+    kept.set(stream, state);
+    while (kept.size > protectedLimit) {
+      const demoted = kept.takeOldest();
+      if (!demoted) break;
+      probation.set(demoted[0], demoted[1]);
+    }
+  }
+  return {
+    /** The state of a cached stream, which counts as a use (probation → protected). */
+    get(stream: string): S | undefined {
+      const state = kept.peek(stream);
+      if (state !== undefined) {
+        kept.set(stream, state);
+        return state;
+      }
+      const tried = probation.peek(stream);
+      if (tried !== undefined) {
+        probation.delete(stream);
+        protect(stream, tried);
+      }
+      return tried;
+    },
+    /** Whether `stream` is cached, without touching its recency. */
+    has(stream: string): boolean {
+      return kept.has(stream) || probation.has(stream);
+    },
+    /** Sets a stream's state: in the segment it is in (as its most recently used), a new stream in probation. */
+    set(stream: string, state: S): void {
+      if (kept.has(stream)) return kept.set(stream, state);
+      if (!probation.has(stream) && kept.size + probation.size >= limit) evictOne();
+      probation.set(stream, state);
+    },
+    /** Sets a stream's state as one used before (a carried state): into the protected segment. */
+    setUsed(stream: string, state: S): void {
+      if (probation.delete(stream)) return protect(stream, state);
+      if (!kept.has(stream) && kept.size + probation.size >= limit) evictOne();
+      protect(stream, state);
+    },
+    delete(stream: string): boolean {
+      return kept.delete(stream) || probation.delete(stream);
+    },
+    clear(): void {
+      kept.clear();
+      probation.clear();
+    },
+    get size(): number {
+      return kept.size + probation.size;
+    },
+    /** Every entry, the first to be evicted first: probation, then protected, each least recently used first. */
+    *entries(): Generator<[string, S]> {
+      yield* probation.entries();
+      yield* kept.entries();
     },
   };
 }

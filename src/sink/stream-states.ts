@@ -2,7 +2,8 @@
  * What the sink knows of each stream — its revision and the receipt at its tail — and how it
  * learns it.
  *
- * - A cache (least recently used forgotten) keeps what appends and reads taught, across calls.
+ * - A cache (a segmented LRU, state-cache.ts: a bulk pass over more streams than it holds does
+ *   not push out the streams used before) keeps what appends and reads taught, across calls.
  *   Each append call also keeps its own map of the states it works with (`CallStates`), so a
  *   call larger than the cache never loses a state it still needs.
  * - A stream not in the cache is touched for the first time in one of two ways
@@ -211,7 +212,7 @@ export interface StreamStates {
   unitIds(stream: string, unit: ReceiptUnit): Promise<Set<string>>;
   /** Starts reading the log head (before the first optimistic append needs it). */
   warmUp(): void;
-  /** The cached states of streams whose tail is ours or foreign, as known (to carry over a restart; least recently used first). */
+  /** The cached states of streams whose tail is ours or foreign, as known (to carry over a restart; the first to be evicted first). */
   carry(): Generator<CarriedState>;
   /** Takes states carried over from the previous sink into the cache, marked as carried (hints); gives how many were taken. */
   adoptCarried(states: Iterable<CarriedState>): number;
@@ -263,15 +264,16 @@ function createCarrying(cache: ReturnType<typeof createLru<StreamState>>, intern
       for (const [stream, state] of cache.entries()) if (state instanceof KnownState) yield state.toCarried(stream);
     },
     adoptCarried(states) {
+      // In the order carried (the first to be evicted first), each as used: when this cache is
+      // smaller than the last one, the states the last process would have kept longest stay.
       let n = 0;
       for (const c of states) {
-        if (cache.size >= capacity) break;
         const unit = c.unit ? intern(receiptAt(c.unit, c.ordinal, c.count, c.scope)) : null;
-        cache.set(c.stream, new KnownState(c.revision, unit, share, c.ordinal, c.count, c.scope, true));
+        cache.setUsed(c.stream, new KnownState(c.revision, unit, share, c.ordinal, c.count, c.scope, true));
         n += 1;
       }
       carriedLeft = n > 0;
-      return n;
+      return Math.min(n, capacity);
     },
     distrustCarried() {
       if (!carriedLeft) return 0;

@@ -105,7 +105,8 @@ export async function createBulkRig(server: PostgresServerInfo, name: string, op
 import { orders, ORDERS_CONTRACTS } from '${src('test/support/orders/mapper.ts')}';
 export default defineConfig({
   name: '${ASSEMBLER}',
-  source: { connection: process.env.BULK_CAPTURE_URL, slot: '${slot}', publication: '${publication}', statusIntervalMs: 500 },
+  // Spill files in the rig's directory: a process killed with SIGKILL cannot remove its own.
+  source: { connection: process.env.BULK_CAPTURE_URL, slot: '${slot}', publication: '${publication}', statusIntervalMs: 500, spillDir: ${JSON.stringify(dir)} },
   destination: { connectionString: process.env.BULK_KURRENTDB_URL, retry: { initialDelayMs: 50, maxDelayMs: 500 } },
   mappers: [orders],
   contracts: { dir: ORDERS_CONTRACTS },
