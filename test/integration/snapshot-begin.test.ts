@@ -27,6 +27,10 @@ import { waitFor } from '../resilience/assembler-process.js';
 
 const ROWS = 2_500;
 const CHUNK = 50;
+/** A wait fails when the destination has not grown for this long (a start-up under load included). */
+const STALL_MS = 60_000;
+/** And in any case after this long. */
+const WAIT_CAP_MS = 240_000;
 const decoder = new TextDecoder();
 
 interface Outcome {
@@ -98,13 +102,28 @@ describe('entity streams begin at their beginning after an interrupted initial s
     const writer = startWriter(db.connectionConfig(), ROWS);
     cleanups.push(async () => void (await writer.stop()));
     const progressAtKills: string[] = [];
+    /**
+     * Waits for `check`; fails when the destination has not grown for STALL_MS (stuck), not after
+     * a fixed time: on a loaded 2-core machine a start-up and a few chunks can take over 30 s.
+     */
+    const waitGrowing = async (description: string, check: () => boolean | Promise<boolean>, p: CliProcess): Promise<void> => {
+      let seen = -1;
+      let grew = Date.now();
+      await waitFor(description, async () => {
+        if (await check()) return true;
+        const records = kdb.recordCount();
+        if (records !== seen) [seen, grew] = [records, Date.now()];
+        if (Date.now() - grew > STALL_MS) throw new Error(`stuck: ${description}, but the destination stayed at ${records} records for ${STALL_MS / 1000} s\n${p.output().slice(-4000)}`);
+        return false;
+      }, { timeoutMs: WAIT_CAP_MS });
+    };
 
     // 1. The exported-snapshot phase, killed mid-way.
     const first = run();
-    await waitFor('the initial snapshot a fifth done', () => {
+    await waitGrowing('the initial snapshot a fifth done', () => {
       const t = itemProgress(lastProgress(kdb, name));
       return t !== null && t.rowsDone >= ROWS / 5;
-    }, { timeoutMs: 30_000 });
+    }, first);
     await kill(first);
     const atFirstKill = lastProgress(kdb, name);
     progressAtKills.push(describeProgress(atFirstKill));
@@ -115,10 +134,10 @@ describe('entity streams begin at their beginning after an interrupted initial s
     kdb.setAppendLatency(0);
     const second = run();
     const chunksAtKill = itemProgress(atFirstKill)!.chunksDone;
-    await waitFor('a few resumed chunks durable', () => {
+    await waitGrowing('a few resumed chunks durable', () => {
       const t = itemProgress(lastProgress(kdb, name));
       return t !== null && t.maxKey !== null && t.chunksDone >= chunksAtKill + 4;
-    }, { timeoutMs: 30_000 });
+    }, second);
     await kill(second);
     const atSecondKill = lastProgress(kdb, name);
     progressAtKills.push(describeProgress(atSecondKill));
@@ -127,14 +146,13 @@ describe('entity streams begin at their beginning after an interrupted initial s
 
     // 3. Resumed once more, to the end; the writer stops; everything it wrote becomes durable.
     const third = run();
-    await waitFor('the resumed snapshot done', () => lastProgress(kdb, name)?.tables.every((t) => t.status === 'done') ?? false, { timeoutMs: 45_000 })
-      .catch((error: unknown) => { throw new Error(`${String(error)}\n${third.output().slice(-4000)}`); });
+    await waitGrowing('the resumed snapshot done', () => lastProgress(kdb, name)?.tables.every((t) => t.status === 'done') ?? false, third);
     const writes = await writer.stop();
     const lsn = (await db.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn'))[0]!.lsn;
-    await waitFor('the slot acknowledged past the last write', async () => {
+    await waitGrowing('the slot acknowledged past the last write', async () => {
       const [row] = await db.query<{ confirmed: string | null }>('SELECT confirmed_flush_lsn::text AS confirmed FROM pg_replication_slots WHERE slot_name = $1', [slot]);
       return row?.confirmed ? compareLsn(row.confirmed, lsn) >= 0 : false;
-    }, { timeoutMs: 30_000 });
+    }, third);
     third.child.kill('SIGTERM');
     expect(await third.exit(), third.output().slice(-3000)).toBe(0);
     expect(third.lines().find((l) => l['msg'] === 'snapshot: decision')).toMatchObject({ action: 'resume-snapshot', generation: '1' });
@@ -168,7 +186,7 @@ describe('entity streams begin at their beginning after an interrupted initial s
     // The second kill left marks behind: the last run loaded them from the progress stream (not from memory).
     const kept = lastRun.find((l) => String(l['msg']).startsWith('snapshot: resumed initial snapshot keeps')) as { marksLoaded?: number } | undefined;
     expect(kept?.marksLoaded).toBeGreaterThan(0);
-  }, 120_000);
+  }, 600_000);
 
   it('REPLICA IDENTITY DEFAULT: the documented weaker contract (DBLog), with a warning naming the table and the fix', async () => {
     const { counts, lines } = await scenario('DEFAULT');
@@ -180,5 +198,5 @@ describe('entity streams begin at their beginning after an interrupted initial s
     expect(counts.duplicateIds).toBe(0);
     expect(counts.sharedMismatches, counts.examples.join('\n')).toBe(0);
     expect(counts.stateMismatches, counts.examples.join('\n')).toBe(0);
-  }, 120_000);
+  }, 600_000);
 });
