@@ -1,5 +1,6 @@
 // The stream-state cache carried over a stop (sink/state-carry.ts): the next sink of the assembler
 // appends to streams it has not touched without reading their tails; the states are taken once;
+// into a smaller cache, the states the last sink would have kept longest are the ones taken;
 // a carried state that went out of date (a run that stopped without saving) is a cache miss, not
 // a conflict; another writer is still a conflict.
 import { describe, expect, it } from 'vitest';
@@ -71,6 +72,25 @@ describe('stream states carried over a stop', () => {
     const fourth = await sink(db, { assembler: ASSEMBLER, stateStream: stateStreamName(ASSEMBLER) }, fourthLogs);
     expect(fourth.status().cachedStreams).toBe(0);
     expectExactlyOnce(db, [1, 2, 3]);
+  });
+
+  it('into a smaller cache: the states the last sink would have kept longest are the ones taken', async () => {
+    const db = await server();
+    // Every order once, then the last 50 again: those (and the checkpoint stream) were used twice.
+    const first = await carrying(db);
+    await first.appendMany(perStream(1));
+    await first.appendMany(perStream(2, STREAMS.slice(250)));
+    await first.close();
+
+    const logs: LogLine[] = [];
+    const second = await sink(db, { assembler: ASSEMBLER, stateStream: stateStreamName(ASSEMBLER), maxCachedStreams: 60 }, logs);
+    expect(second.status().cachedStreams).toBe(60);
+    expect(logs.some((l) => l.message.includes('carried over from the last stop') && l.fields?.['states'] === 60)).toBe(true);
+    await second.appendMany(perStream(3, STREAMS.slice(250)));
+    expect(second.status().tailReads).toBe(0);
+    // The streams used once, first in the carried order, were the ones left out.
+    await second.appendMany(perStream(4, STREAMS.slice(0, 10)));
+    expect(second.status().tailReads).toBe(10);
   });
 
   it('replays a unit the stream already holds by skipping it, without reading', async () => {
