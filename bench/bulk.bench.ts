@@ -10,23 +10,23 @@
 // does not know), then another bulk UPDATE after a restart whose carried states were taken away
 // (`loadStates` marks them taken): every stream unknown. The baseline is streaming:
 // EA_BENCH_BULK_STREAMING (default 20,000) transactions of one order each, inserted, then (after a
-// restart, carried states taken away) updated. Every transaction is written into the WAL before the assembler
-// starts; a run is timed from the assembler's "assembler started" log line to the slot
+// restart, carried states taken away) updated. Every transaction is written into the WAL before
+// the assembler starts; a run is timed from the assembler's "assembler started" log line to the slot
 // confirming the last commit (every event durable in KurrentDB). The assembler runs as a child
 // process from the production build (`.tmp/bench-build`, as `npm run bench` builds it), the
 // in-memory KurrentDB in a process of its own; its peak RSS is the child's VmHWM.
 //
 // Prints a markdown table and writes bench/results/<date>-bulk.md.
+import { KurrentDBClient } from '@kurrent/kurrentdb-client';
 import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startEmbeddedPostgres } from '../src/testing/postgres.js';
 import { REPO_ROOT } from '../test/resilience/assembler-process.js';
-import { createBulkRig } from '../test/support/bulk-rig.js';
+import { BULK_ASSEMBLER, createBulkRig } from '../test/support/bulk-rig.js';
 import { COMMAND, drain, NODE_ARGS } from './lib/bulk-drain.js';
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
 import { gitCommit, writeResult } from './lib/results.js';
-import { KurrentDBClient } from '@kurrent/kurrentdb-client';
 import { stateStreamName } from '../src/sink/index.js';
 import { loadStates } from '../src/sink/state-carry.js';
 
@@ -50,7 +50,7 @@ const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { minimumFracti
 async function forgetCarried(destination: string): Promise<void> {
   const client = KurrentDBClient.connectionString(destination);
   try {
-    await loadStates(client, stateStreamName('bulk'), 'bulk');
+    await loadStates(client, stateStreamName(BULK_ASSEMBLER), BULK_ASSEMBLER);
   } finally {
     await client.dispose();
   }

@@ -31,13 +31,12 @@ function createSegment<S>() {
         young = new Map();
         oldest = old.keys();
       }
-      for (let next = oldest.next(); !next.done; next = oldest.next()) {
-        const value = old.get(next.value);
-        if (value === undefined) continue; // deleted since the iterator was made
-        old.delete(next.value);
-        return [next.value, value];
-      }
-      return undefined;
+      // A Map iterator skips entries deleted since it was made; nothing is added to `old`.
+      const next = oldest.next();
+      if (next.done) return undefined;
+      const value = old.get(next.value)!;
+      old.delete(next.value);
+      return [next.value, value];
     },
     clear(): void {
       young.clear();

@@ -72,7 +72,8 @@ export interface OrdersReport {
   readonly transactions: readonly { readonly transaction: string; readonly events: number; readonly count: number; readonly indexesExact: boolean; readonly unitScoped: number }[];
 }
 
-const ASSEMBLER = 'bulk';
+/** The assembler's name in the rig's config (its state stream, its checkpoint stream). */
+export const BULK_ASSEMBLER = 'bulk';
 
 export async function createBulkRig(server: PostgresServerInfo, name: string, options: BulkRigOptions = {}): Promise<BulkRig> {
   const db = await createTestDatabase(server, `bk_${name}`);
@@ -104,7 +105,7 @@ export async function createBulkRig(server: PostgresServerInfo, name: string, op
       `import { defineConfig } from '${src('src/config/index.ts')}';
 import { orders, ORDERS_CONTRACTS } from '${src('test/support/orders/mapper.ts')}';
 export default defineConfig({
-  name: '${ASSEMBLER}',
+  name: '${BULK_ASSEMBLER}',
   // Spill files in the rig's directory: a process killed with SIGKILL cannot remove its own.
   source: { connection: process.env.BULK_CAPTURE_URL, slot: '${slot}', publication: '${publication}', statusIntervalMs: 500, spillDir: ${JSON.stringify(dir)} },
   destination: { connectionString: process.env.BULK_KURRENTDB_URL, retry: { initialDelayMs: 50, maxDelayMs: 500 } },
