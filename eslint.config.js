@@ -4,7 +4,7 @@ import tseslint from 'typescript-eslint';
 import house from './lint/no-import-cycle.js';
 
 export default tseslint.config(
-  { ignores: ['dist/**', '.tmp/**', 'node_modules/**', 'coverage/**', 'bench/results/**', '**/*.generated.ts', 'test/types/fixtures/**'] },
+  { ignores: ['dist/**', '.test-cli-*/**', '.tmp/**', 'node_modules/**', 'coverage/**', 'bench/results/**', '**/*.generated.ts', 'test/types/fixtures/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -12,6 +12,7 @@ import { setupCapture } from '../../src/source/setup.js';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB, type InMemoryKurrentDBOptions } from '../../src/testing/kurrentdb/index.js';
 import { createTestDatabase, type PostgresServerInfo, type TestDatabase } from '../../src/testing/postgres.js';
 import { mappers } from '../../examples/invoicing/index.js';
+import { cliArgs } from '../resilience/assembler-process.js';
 
 export const TABLES = ['public.customer', 'public.invoice', 'public.invoice_line', 'public.payment'];
 
@@ -229,9 +230,9 @@ export interface CliProcess {
   output(): string;
 }
 
-/** `event-assembler <args>` as a child process (through bin/, as a user runs it), with `env` added. */
+/** `event-assembler <args>` as a child process (the tests' CLI, `cliArgs`), with `env` added. */
 export function startCli(args: readonly string[], env: Record<string, string>): CliProcess {
-  const child = spawn(process.execPath, ['bin/event-assembler.js', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...cliArgs(), ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));

@@ -1,15 +1,26 @@
-// The assembler as a child process, for resilience tests: `node bin/event-assembler.js run
-// --config <file>`, its output kept in a log file, killed with SIGKILL (a crash) or stopped with
+// The assembler as a child process, for resilience tests: `event-assembler run --config <file>`
+// (the CLI of `cliArgs`), its output kept in a log file, killed with SIGKILL (a crash) or stopped with
 // SIGTERM (graceful). The databases it talks to live in the test process and survive its death.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { TEST_CLI_ENV } from '../support/cli-build.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const BIN = path.join(REPO_ROOT, 'bin', 'event-assembler.js');
 /** The Node flags of the CLI's shebang line (`node bin/…` alone would run without them). */
 export const CLI_NODE_FLAGS: readonly string[] = readFileSync(BIN, 'utf8').split('\n')[0]!.replace(/^#!.*?\bnode\b/, '').split(' ').filter(Boolean);
+
+/**
+ * The arguments to `node` that start the CLI (the subcommand follows): in a vitest run, the CLI
+ * global setup transpiled (test/support/cli-build.ts), after bin/main-thread-heap.js as the bin
+ * loads it; elsewhere (benchmarks), `bin/event-assembler.js`.
+ */
+export function cliArgs(): string[] {
+  const entry = process.env[TEST_CLI_ENV];
+  return entry ? ['--import', path.join(REPO_ROOT, 'bin', 'main-thread-heap.js'), entry] : [BIN];
+}
 
 export interface AssemblerProcess {
   readonly pid: number;
@@ -21,10 +32,10 @@ export interface AssemblerProcess {
 
 /**
  * Spawns the CLI; stdout and stderr are appended to `logFile` (never piped: a dead reader must not
- * block it). `command`: what runs before `run --config …` (default: `bin/event-assembler.js` with
- * its shebang's Node flags, as a user runs it; a benchmark may run a build).
+ * block it). `command`: what runs before `run --config …` (default: the CLI of {@link cliArgs} with
+ * the shebang's Node flags, as a user runs it; a benchmark may run a build).
  */
-export function startAssemblerProcess(configFile: string, logFile: string, env: NodeJS.ProcessEnv = {}, command: readonly string[] = [...CLI_NODE_FLAGS, BIN]): AssemblerProcess {
+export function startAssemblerProcess(configFile: string, logFile: string, env: NodeJS.ProcessEnv = {}, command: readonly string[] = [...CLI_NODE_FLAGS, ...cliArgs()]): AssemblerProcess {
   const fd = openSync(logFile, 'a');
   let child: ChildProcess;
   try {

@@ -27,7 +27,7 @@ export interface BulkRigOptions {
   readonly kurrent?: InMemoryKurrentDBOptions;
   /** A KurrentDB elsewhere (e.g. the in-memory server in a process of its own): then none starts here, and `records`/`check` are not served. */
   readonly destination?: string;
-  /** What runs the assembler before `run --config …` (default: `bin/event-assembler.js`). */
+  /** What runs the assembler before `run --config …` (default: the tests' CLI, see `startAssemblerProcess`). */
   readonly command?: readonly string[];
 }
 

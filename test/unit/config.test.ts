@@ -9,6 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, ConfigLoadError, createRedactor, defineConfig, loadConfig, parseConfig, redactConnectionString, type AssemblerConfig } from '../../src/config/index.js';
 import { mappers } from '../../examples/invoicing/index.js';
+import { cliArgs } from '../resilience/assembler-process.js';
 
 const base = defineConfig({
   name: 'invoicing',
@@ -256,7 +257,7 @@ describe('loadConfig', () => {
     // Through the real CLI: vitest replaces Node's source-mapped stack traces with its own.
     const file = join(dir, 'throws.config.ts');
     writeFileSync(file, ['const a: number = 1;', 'if (a) {', "  throw new Error('KURRENTDB_URL missing');", '}', 'export default {};'].join('\n'));
-    const result = spawnSync(process.execPath, ['bin/event-assembler.js', 'run', '--config', file], { encoding: 'utf8', timeout: 30_000 });
+    const result = spawnSync(process.execPath, [...cliArgs(), 'run', '--config', file], { encoding: 'utf8', timeout: 30_000 });
     expect(result.status).toBe(2);
     const line = JSON.parse(result.stderr.trim().split('\n').pop()!) as Record<string, unknown>;
     expect(line).toMatchObject({ level: 'error', code: 'CONFIG_LOAD_FAILED', file, line: 3 });
