@@ -23,7 +23,7 @@ import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testin
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
 import { startCli, type CliProcess } from './pipeline-rig.js';
 import { countItemStreams, ITEM, startWriter, writeItemConfig, type StreamCounts } from './snapshot-begin-rig.js';
-import { waitFor } from '../resilience/assembler-process.js';
+import { waitWhileProgressing } from '../resilience/assembler-process.js';
 
 const ROWS = 2_500;
 const CHUNK = 50;
@@ -102,20 +102,13 @@ describe('entity streams begin at their beginning after an interrupted initial s
     const writer = startWriter(db.connectionConfig(), ROWS);
     cleanups.push(async () => void (await writer.stop()));
     const progressAtKills: string[] = [];
-    /**
-     * Waits for `check`; fails when the destination has not grown for STALL_MS (stuck), not after
-     * a fixed time: on a loaded 2-core machine a start-up and a few chunks can take over 30 s.
-     */
+    /** Waits for `check`; fails when the destination has not grown for STALL_MS (stuck), with `p`'s output. */
     const waitGrowing = async (description: string, check: () => boolean | Promise<boolean>, p: CliProcess): Promise<void> => {
-      let seen = -1;
-      let grew = Date.now();
-      await waitFor(description, async () => {
-        if (await check()) return true;
-        const records = kdb.recordCount();
-        if (records !== seen) [seen, grew] = [records, Date.now()];
-        if (Date.now() - grew > STALL_MS) throw new Error(`stuck: ${description}, but the destination stayed at ${records} records for ${STALL_MS / 1000} s\n${p.output().slice(-4000)}`);
-        return false;
-      }, { timeoutMs: WAIT_CAP_MS });
+      await waitWhileProgressing(description, async () => ({ progress: kdb.recordCount(), done: await check() }), {
+        stallMs: STALL_MS,
+        capMs: WAIT_CAP_MS,
+        stuck: (records) => `the destination stayed at ${records} records\n${p.output().slice(-4000)}`,
+      });
     };
 
     // 1. The exported-snapshot phase, killed mid-way.

@@ -96,6 +96,44 @@ export async function waitFor<T>(
   }
 }
 
+/** One poll of {@link waitWhileProgressing}: a measure of progress, and the condition's value. */
+export interface ProgressPoll<T> {
+  /** Compared with the previous poll's: any change counts as progress. */
+  readonly progress: number;
+  /** The awaited value; undefined or false while not there yet. */
+  readonly done: T | undefined | false;
+}
+
+/**
+ * Polls until `poll` gives a value in `done`, and fails when its `progress` has not changed for
+ * `stallMs` (stuck) — not after a fixed time: on a loaded 2-core machine a start-up and a few
+ * chunks can take several times what they take alone. `capMs` bounds the whole wait. `poll` reads
+ * both in one go (measures that scan the destination are not taken twice); `stuck` says what the
+ * failure should add (the process's output, the slot's position).
+ */
+export async function waitWhileProgressing<T>(
+  description: string,
+  poll: () => Promise<ProgressPoll<T>> | ProgressPoll<T>,
+  options: { stallMs: number; capMs: number; intervalMs?: number; stuck?: (progress: number) => string | Promise<string> },
+): Promise<T> {
+  let seen: number | undefined;
+  let changed = Date.now();
+  return waitFor(
+    description,
+    async () => {
+      const { progress, done } = await poll();
+      if (done !== undefined && done !== false) return done;
+      if (progress !== seen) [seen, changed] = [progress, Date.now()];
+      if (Date.now() - changed > options.stallMs) {
+        const detail = options.stuck ? await options.stuck(progress) : `progress stayed at ${progress}`;
+        throw new Error(`stuck: ${description}, but ${detail} for ${options.stallMs / 1000} s`);
+      }
+      return undefined;
+    },
+    { timeoutMs: options.capMs, intervalMs: options.intervalMs ?? 20 },
+  );
+}
+
 export interface InvoicingConfigOptions {
   readonly name: string;
   readonly slot: string;

@@ -76,7 +76,7 @@ import type { SnapshotProgress } from '../../src/source/snapshot/index.js';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
 import { createReferenceSlotWithSnapshot, formatDestinationReport, verifyDestination } from '../../src/testing/verify-destination.js';
-import { REPO_ROOT, startAssemblerProcess, tailOf, waitFor, waitForStartDecision, writeInvoicingConfig, type AssemblerProcess, type StartDecision } from './assembler-process.js';
+import { REPO_ROOT, startAssemblerProcess, tailOf, waitFor, waitForStartDecision, waitWhileProgressing, writeInvoicingConfig, type AssemblerProcess, type StartDecision } from './assembler-process.js';
 import { destinationProgress } from './destination-progress.js';
 
 const TRANSACTIONS = Number(process.env.EA_CRASH_TRANSACTIONS ?? 2_000);
@@ -354,37 +354,27 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
       const view = () => snapshotView(kurrent);
       /** Waits until the destination holds `target` events; fails when it stops growing for STALL_MS. */
       const waitForEvents = async (target: number, description: string) => {
-        let seen = progress().events;
-        let lastGrowth = Date.now();
-        await waitFor(
+        await waitWhileProgressing(
           description,
           async () => {
             await alive();
             const events = progress().events;
-            if (events > seen) [seen, lastGrowth] = [events, Date.now()];
-            if (Date.now() - lastGrowth > STALL_MS) {
-              const slot = formatLsn(await confirmedFlush());
-              throw new Error(`stuck: ${description}, but the destination stayed at ${events} events for ${STALL_MS / 1000} s (slot confirmed_flush_lsn ${slot})`);
-            }
-            return events >= target;
+            return { progress: events, done: events >= target };
           },
-          { timeoutMs: 1_800_000, intervalMs: 25 },
+          { stallMs: STALL_MS, capMs: 1_800_000, intervalMs: 25, stuck: async (events) => `the destination stayed at ${events} events (slot confirmed_flush_lsn ${formatLsn(await confirmedFlush())})` },
         );
       };
       /** Waits for a condition on the snapshot phase; fails when neither progress records nor events grow for STALL_MS. */
       const waitForSnapshot = async <T>(description: string, check: (v: SnapshotView) => T | false) => {
-        let size = -1;
-        let lastGrowth = Date.now();
-        return waitFor(
+        let last: SnapshotView | undefined;
+        return waitWhileProgressing(
           description,
           async () => {
             await alive();
-            const v = view();
-            if (v.records + v.events !== size) [size, lastGrowth] = [v.records + v.events, Date.now()];
-            if (Date.now() - lastGrowth > STALL_MS) throw new Error(`stuck: ${description}, but nothing was appended for ${STALL_MS / 1000} s (progress: ${formatProgress(v.last)})`);
-            return check(v);
+            const v = (last = view());
+            return { progress: v.records + v.events, done: check(v) };
           },
-          { timeoutMs: 1_800_000, intervalMs: 10 },
+          { stallMs: STALL_MS, capMs: 1_800_000, intervalMs: 10, stuck: () => `nothing was appended (progress: ${formatProgress(last?.last ?? null)})` },
         );
       };
       /** Destination events whose receipt commit LSN is not covered by `confirmed` (a full scan, once per kill). */
