@@ -35,10 +35,8 @@ function vmHwmKiB(pid: number): number {
   }
 }
 
-/** Extra `snapshot` options of the assembler's configuration (JSON), e.g. '{"chunkSize":4096}'. */
-const SNAPSHOT_OPTIONS = process.env.EA_BENCH_SNAPSHOT_OPTIONS
-  ? Object.entries(JSON.parse(process.env.EA_BENCH_SNAPSHOT_OPTIONS) as Record<string, unknown>).map(([key, value]) => `, ${key}: ${JSON.stringify(value)}`).join('')
-  : '';
+/** The `snapshot` section of the assembler's configuration: an initial snapshot, with EA_BENCH_SNAPSHOT_OPTIONS (JSON, e.g. '{"chunkSize":4096}') added. */
+const SNAPSHOT_SECTION = JSON.stringify({ mode: 'initial', ...(JSON.parse(process.env.EA_BENCH_SNAPSHOT_OPTIONS || '{}') as Record<string, unknown>) });
 
 export async function initialSnapshotProcessRun(server: EmbeddedPostgres, kurrent: ServerProcess, rows: number, suffix = ''): Promise<SnapshotProcessRun> {
   const db = await createBenchDatabase(server, `bench_snapshot_process${suffix}`);
@@ -59,7 +57,7 @@ export default defineConfig({
   destination: { connectionString: process.env.BENCH_KURRENTDB_URL },
   mappers: createInvoicingMappers(),
   contracts: { dir: ${JSON.stringify(CONTRACTS_DIR)} },
-  snapshot: { mode: 'initial'${SNAPSHOT_OPTIONS} },
+  snapshot: ${SNAPSHOT_SECTION},
 });
 `,
   );
