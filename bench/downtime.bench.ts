@@ -108,11 +108,11 @@ try {
 }
 
 const table = [
-  '| round | build | run | seconds | transactions/s | assembler CPU µs/tx | walsender µs/tx | server µs/tx | tail reads | of them read ahead | peak RSS (MiB) |',
-  '|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+  '| round | build | run | seconds | transactions/s | assembler CPU µs/tx | of it main thread | walsender µs/tx | server µs/tx | tail reads | of them read ahead | peak RSS (MiB) |',
+  '|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ...runs.map(
     ({ round, build, kind, result: r }) =>
-      `| ${round} | ${build} | ${kind} | ${r.seconds.toFixed(2)} | ${fmt(UPDATES / r.seconds)} | ${perTx(r.cpu.assembler)} | ${perTx(r.cpu.walsender)} | ${perTx(r.cpu.server)} | ${r.tailReads === null ? '—' : fmt(r.tailReads)} | ${r.prefetchHits === null ? '—' : fmt(r.prefetchHits)} | ${r.peakRssMiB} |`,
+      `| ${round} | ${build} | ${kind} | ${r.seconds.toFixed(2)} | ${fmt(UPDATES / r.seconds)} | ${perTx(r.cpu.assembler)} | ${perTx(r.cpu.mainThread)} | ${perTx(r.cpu.walsender)} | ${perTx(r.cpu.server)} | ${r.tailReads === null ? '—' : fmt(r.tailReads)} | ${r.prefetchHits === null ? '—' : fmt(r.prefetchHits)} | ${r.peakRssMiB} |`,
   ),
 ].join('\n');
 const ratios = BUILDS.map(({ label }) => {

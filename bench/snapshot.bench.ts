@@ -58,7 +58,7 @@ try {
           n += 1;
           const run = await initialSnapshotProcessRun(server, kurrent, ROWS, `_${n}`);
           const perRow = (s: number | null) => (s === null ? '—' : ((s * 1e6) / run.rows).toFixed(1));
-          const line = `process round ${round}: ${run.rows} rows, ${run.events} events, ${run.seconds.toFixed(2)} s (start-up included), ${Math.round(run.rows / run.seconds)} rows/s; CPU µs/row: assembler ${perRow(run.cpu.assembler)}, server ${perRow(run.cpu.server)}; assembler peak RSS ${run.peakRssMiB} MiB`;
+          const line = `process round ${round}: ${run.rows} rows, ${run.events} events, ${run.seconds.toFixed(2)} s (start-up included), ${Math.round(run.rows / run.seconds)} rows/s; CPU µs/row: assembler ${perRow(run.cpu.assembler)} (main thread ${perRow(run.cpu.mainThread)}), server ${perRow(run.cpu.server)}; assembler peak RSS ${run.peakRssMiB} MiB`;
           lines.push(line);
           log(line);
           continue;

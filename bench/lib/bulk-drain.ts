@@ -6,7 +6,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { CLI_NODE_FLAGS, REPO_ROOT } from '../../test/resilience/assembler-process.js';
 import type { BulkAssembler, BulkRig } from '../../test/support/bulk-rig.js';
-import { cpuSeconds, walsenderPid } from './proc-cpu.js';
+import { cpuSeconds, mainThreadCpuSeconds, walsenderPid } from './proc-cpu.js';
 
 /** Node flags of the assembler: those bin/event-assembler.js starts Node with, unless EA_BENCH_BULK_NODE_ARGS says otherwise. */
 export const NODE_ARGS = process.env.EA_BENCH_BULK_NODE_ARGS !== undefined ? process.env.EA_BENCH_BULK_NODE_ARGS.split(' ').filter(Boolean) : CLI_NODE_FLAGS;
@@ -50,7 +50,8 @@ export interface DrainResult {
   /** Of those, first touches a look-ahead read had answered (null: a build without look-ahead). */
   readonly prefetchHits: number | null;
   /** CPU seconds over the drain (from "assembler started" to the acknowledgement): assembler (all threads), walsender, server. */
-  readonly cpu: { readonly assembler: number | null; readonly walsender: number | null; readonly server: number | null };
+  /** `mainThread`: the part of `assembler` spent on its main thread (where the pipeline runs). */
+  readonly cpu: { readonly assembler: number | null; readonly mainThread: number | null; readonly walsender: number | null; readonly server: number | null };
 }
 
 /**
@@ -62,10 +63,10 @@ export async function drain(rig: BulkRig, lsn: string, serverPid?: number, limit
   const logFrom = existsSync(rig.logFile) ? statSync(rig.logFile).size : 0;
   const assembler: BulkAssembler = rig.start(limits);
   // CPU from the start-up line on (start-up itself — loading the config through tsx — is not the drain's).
-  let base = { assembler: 0, server: serverPid ? (cpuSeconds(serverPid) ?? 0) : 0 };
+  let base = { assembler: 0, mainThread: 0, server: serverPid ? (cpuSeconds(serverPid) ?? 0) : 0 };
   const watch = setInterval(() => {
     if (countLines(rig.logFile, 'assembler started') > startedBefore) {
-      base = { assembler: cpuSeconds(assembler.pid) ?? 0, server: serverPid ? (cpuSeconds(serverPid) ?? 0) : 0 };
+      base = { assembler: cpuSeconds(assembler.pid) ?? 0, mainThread: mainThreadCpuSeconds(assembler.pid) ?? 0, server: serverPid ? (cpuSeconds(serverPid) ?? 0) : 0 };
       clearInterval(watch);
     }
   }, 20);
@@ -83,6 +84,7 @@ export async function drain(rig: BulkRig, lsn: string, serverPid?: number, limit
   walsender ??= await walsenderPid((sql, params) => rig.db.query(sql, params), rig.slot);
   const cpu = {
     assembler: (cpuSeconds(assembler.pid) ?? Number.NaN) - base.assembler,
+    mainThread: (mainThreadCpuSeconds(assembler.pid) ?? Number.NaN) - base.mainThread,
     // A walsender starts with the assembler's connection: all of its time is this drain's.
     walsender: walsender === null ? null : cpuSeconds(walsender),
     server: serverPid ? (cpuSeconds(serverPid) ?? Number.NaN) - base.server : null,

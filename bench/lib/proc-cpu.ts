@@ -18,8 +18,20 @@ function clockTicks(): number {
 
 /** utime + stime of `pid` so far, seconds (this process's own when `pid` is `process.pid`). */
 export function cpuSeconds(pid: number): number | null {
+  return statCpuSeconds(`/proc/${pid}/stat`);
+}
+
+/**
+ * utime + stime of the main thread of `pid` alone (the thread whose id is the pid: in Node the
+ * one that runs JavaScript's event loop — not V8's GC helpers, libuv's pool or other threads).
+ */
+export function mainThreadCpuSeconds(pid: number): number | null {
+  return statCpuSeconds(`/proc/${pid}/task/${pid}/stat`);
+}
+
+function statCpuSeconds(path: string): number | null {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = readFileSync(path, 'utf8');
     // Fields after the command name (which may hold spaces, in parentheses): state is field 3, utime 14, stime 15.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(fields[11]) + Number(fields[12])) / clockTicks();

@@ -15,7 +15,7 @@ import { COMMAND } from './bulk-drain.js';
 import { createBenchDatabase, PUBLICATION, TABLES } from './invoicing-db.js';
 import type { ServerProcess } from './kurrentdb-server.js';
 import { CONTRACTS_DIR } from './pipeline-run.js';
-import { cpuSeconds } from './proc-cpu.js';
+import { cpuSeconds, mainThreadCpuSeconds } from './proc-cpu.js';
 import { fillInvoices } from './reconcile-line.js';
 
 export interface SnapshotProcessRun {
@@ -23,7 +23,8 @@ export interface SnapshotProcessRun {
   readonly events: number;
   readonly seconds: number;
   /** CPU seconds of the assembler process (start-up included) and of the server over the run. */
-  readonly cpu: { readonly assembler: number | null; readonly server: number | null };
+  /** `mainThread`: the part of `assembler` spent on its main thread (where the pipeline runs). */
+  readonly cpu: { readonly assembler: number | null; readonly mainThread: number | null; readonly server: number | null };
   readonly peakRssMiB: number;
 }
 
@@ -78,7 +79,7 @@ export default defineConfig({
       if (complete) {
         const seconds = (performance.now() - started) / 1000;
         const line = JSON.parse(complete) as { rows: number; events: number };
-        const cpu = { assembler: cpuSeconds(child.pid), server: serverStart === null ? null : (cpuSeconds(kurrent.pid) ?? Number.NaN) - serverStart };
+        const cpu = { assembler: cpuSeconds(child.pid), mainThread: mainThreadCpuSeconds(child.pid), server: serverStart === null ? null : (cpuSeconds(kurrent.pid) ?? Number.NaN) - serverStart };
         peak = Math.max(peak, vmHwmKiB(child.pid) || 0);
         return { rows: line.rows, events: line.events, seconds, cpu, peakRssMiB: Math.round(peak / 1024) };
       }
