@@ -49,8 +49,10 @@ export interface DrainResult {
   readonly tailReads: number | null;
   /** Of those, first touches a look-ahead read had answered (null: a build without look-ahead). */
   readonly prefetchHits: number | null;
-  /** CPU seconds over the drain (from "assembler started" to the acknowledgement): assembler (all threads), walsender, server. */
-  /** `mainThread`: the part of `assembler` spent on its main thread (where the pipeline runs). */
+  /**
+   * CPU seconds over the drain (from "assembler started" to the acknowledgement): assembler (all
+   * threads), of it its main thread (where the pipeline runs), walsender, server.
+   */
   readonly cpu: { readonly assembler: number | null; readonly mainThread: number | null; readonly walsender: number | null; readonly server: number | null };
 }
 

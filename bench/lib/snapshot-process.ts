@@ -22,8 +22,7 @@ export interface SnapshotProcessRun {
   readonly rows: number;
   readonly events: number;
   readonly seconds: number;
-  /** CPU seconds of the assembler process (start-up included) and of the server over the run. */
-  /** `mainThread`: the part of `assembler` spent on its main thread (where the pipeline runs). */
+  /** CPU seconds of the assembler process (start-up included), of its main thread (where the pipeline runs) and of the server over the run. */
   readonly cpu: { readonly assembler: number | null; readonly mainThread: number | null; readonly server: number | null };
   readonly peakRssMiB: number;
 }
