@@ -24,7 +24,7 @@ import { BACKWARDS, END, KurrentDBClient } from '@kurrent/kurrentdb-client';
 import streamsPb from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v1/streams_pb.js';
 import sharedPb from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v1/shared_pb.js';
 import { createH2AppendTransport } from '../src/sink/h2-append.js';
-import { createH2TailReader } from '../src/sink/h2-read.js';
+import { createFramedTailReader, createH2TailReader } from '../src/sink/h2-read.js';
 import { readerConnectionString } from '../src/sink/reader-connection.js';
 import { receiptToMetadata } from '../src/sink/receipt.js';
 import { encodeAppendRecordSized } from '../src/sink/v2-append.js';
@@ -80,6 +80,14 @@ const viaH2: ReadTail = async (stream) => {
   return tail.kind === 'event' ? { revision: tail.revision } : null;
 };
 
+const framedClient = KurrentDBClient.connectionString(server.connectionString);
+const framedReader = createFramedTailReader(framedClient)!;
+const viaFrames: ReadTail = async (stream) => {
+  const tail = await framedReader.readTail(stream);
+  if (!tail) throw new Error('the framed reader gave a read back');
+  return tail.kind === 'event' ? { revision: tail.revision } : null;
+};
+
 /** `reads` tail reads, `concurrency` at a time, over the streams in order (wrapping). */
 async function run(read: ReadTail, reads: number, concurrency: number, offset: number): Promise<{ perSecond: number; cpuUs: number }> {
   let next = 0;
@@ -103,16 +111,18 @@ async function run(read: ReadTail, reads: number, concurrency: number, offset: n
 // Warm-up: connections, the bridge's discovery, JIT.
 await run(viaBridge, 2_000, 64, 0);
 await run(viaH2, 2_000, 64, 0);
+await run(viaFrames, 2_000, 64, 0);
 
 const pad = (s: string | number, n: number) => String(s).padStart(n);
-console.log(`${pad('concurrency', 11)} ${pad('reads', 6)} | ${pad('bridge reads/s', 14)} ${pad('µs CPU/read', 11)} | ${pad('http2 reads/s', 14)} ${pad('µs CPU/read', 11)} | ${pad('CPU ratio', 9)}`);
+console.log(`${pad('concurrency', 11)} ${pad('reads', 6)} | ${pad('bridge reads/s', 14)} ${pad('µs CPU/read', 11)} | ${pad('http2 reads/s', 14)} ${pad('µs CPU/read', 11)} | ${pad('frames reads/s', 14)} ${pad('µs CPU/read', 11)}`);
 for (const concurrency of CONCURRENCY) {
   const reads = concurrency === 1 ? Math.min(READS_SERIAL, STREAMS) : STREAMS;
-  const bridge = await run(viaBridge, reads, concurrency, concurrency * 7);
-  const h2 = await run(viaH2, reads, concurrency, concurrency * 7);
-  console.log(
-    `${pad(concurrency, 11)} ${pad(reads, 6)} | ${pad(Math.round(bridge.perSecond), 14)} ${pad(bridge.cpuUs.toFixed(1), 11)} | ${pad(Math.round(h2.perSecond), 14)} ${pad(h2.cpuUs.toFixed(1), 11)} | ${pad(`${(bridge.cpuUs / h2.cpuUs).toFixed(1)}×`, 9)}`,
-  );
+  const cells = [];
+  for (const read of [viaBridge, viaH2, viaFrames]) {
+    const r = await run(read, reads, concurrency, concurrency * 7);
+    cells.push(`${pad(Math.round(r.perSecond), 14)} ${pad(r.cpuUs.toFixed(1), 11)}`);
+  }
+  console.log(`${pad(concurrency, 11)} ${pad(reads, 6)} | ${cells.join(' | ')}`);
 }
 
 // The request: by hand (v1-read.ts) or through google-protobuf (as the client builds a ReadReq).
@@ -142,6 +152,7 @@ for (const [name, encode] of [['by hand', encodeTailReadRequest], ['google-proto
 }
 
 reader.close();
-await Promise.all([writer.dispose(), bridgeClient.dispose(), h2Client.dispose()]);
+framedReader.close();
+await Promise.all([writer.dispose(), bridgeClient.dispose(), h2Client.dispose(), framedClient.dispose()]);
 await server.stop();
 console.log(`load average after: ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);

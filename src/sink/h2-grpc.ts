@@ -25,7 +25,7 @@ import commandErrors from '@kurrent/kurrentdb-client/dist/utils/CommandError.js'
 import type { ClientInternals as BaseClientInternals } from './v2-append.js';
 
 /** The client internals this relies on: `execute`, `callArguments`, and the authorization header (1.x, not in the typings). */
-interface ClientInternals extends BaseClientInternals {
+export interface ClientInternals extends BaseClientInternals {
   resolveAuthorizationHeader(perCall?: unknown): Promise<string | undefined>;
 }
 
@@ -186,11 +186,34 @@ function settle(call: Call, error: Error | null, result?: unknown): void {
   else call.resolve(result);
 }
 
-export function createH2GrpcCaller(client: KurrentDBClient): H2GrpcCaller | null {
+/** The client's internals the HTTP/2 paths need, or null when this client version lacks them. */
+export function grpcInternalsOf(client: KurrentDBClient): ClientInternals | null {
   const candidate = client as unknown as Partial<ClientInternals>;
   if (typeof candidate.execute !== 'function' || typeof candidate.callArguments !== 'function' || typeof candidate.resolveAuthorizationHeader !== 'function') return null;
   if (typeof commandErrors?.convertToCommandError !== 'function') return null;
-  const internals = candidate as ClientInternals;
+  return candidate as ClientInternals;
+}
+
+/** Where a call inside the client's `execute` goes and what it sends: the channel's authority, the request headers (the client's metadata and credentials), the deadline. */
+export async function callTarget(internals: ClientInternals, grpcClient: grpc.Client, path: string): Promise<{ authority: string; headers: http2.OutgoingHttpHeaders; deadline: Date | undefined }> {
+  const [metadata, options] = internals.callArguments({ requiresLeader: false });
+  const headers: http2.OutgoingHttpHeaders = {
+    ':method': 'POST',
+    ':path': path,
+    'content-type': 'application/grpc',
+    te: 'trailers',
+  };
+  const map = metadata.getMap();
+  for (const key in map) headers[key] = String(map[key]);
+  const authorization = await internals.resolveAuthorizationHeader();
+  if (authorization) headers['authorization'] = authorization;
+  const deadline = options.deadline instanceof Date ? options.deadline : undefined;
+  return { authority: authorityOf(grpcClient.getChannel().getTarget()), headers, deadline };
+}
+
+export function createH2GrpcCaller(client: KurrentDBClient): H2GrpcCaller | null {
+  const internals = grpcInternalsOf(client);
+  if (!internals) return null;
 
   let current: Session | null = null;
   let closed = false;
@@ -318,19 +341,8 @@ export function createH2GrpcCaller(client: KurrentDBClient): H2GrpcCaller | null
     call<T>(service: unknown, debugName: string, path: string, body: Buffer, decode: (data: Buffer) => T): Promise<T> {
       if (closed) return Promise.reject(new Error(`the HTTP/2 transport for ${debugName} is closed`));
       return internals.execute(service, debugName, async (grpcClient) => {
-        const [metadata, options] = internals.callArguments({ requiresLeader: false });
-        const headers: http2.OutgoingHttpHeaders = {
-          ':method': 'POST',
-          ':path': path,
-          'content-type': 'application/grpc',
-          te: 'trailers',
-        };
-        const map = metadata.getMap();
-        for (const key in map) headers[key] = String(map[key]);
-        const authorization = await internals.resolveAuthorizationHeader();
-        if (authorization) headers['authorization'] = authorization;
-        const deadline = options.deadline instanceof Date ? options.deadline : undefined;
-        return request(authorityOf(grpcClient.getChannel().getTarget()), body, headers, deadline, decode) as Promise<T>;
+        const { authority, headers, deadline } = await callTarget(internals, grpcClient, path);
+        return request(authority, body, headers, deadline, decode) as Promise<T>;
       });
     },
     close() {

@@ -2,16 +2,18 @@
  * Reads what the sink needs to know of a stream: its last event (revision, id, type, metadata
  * with the receipt), the events of one unit at its end, and the log's head.
  *
- * Tails go as one plain HTTP/2 request each on insecure connections (h2-read.ts: 0.4 ms a read
- * one at a time, where the bridge takes milliseconds), everything else through the client's
- * native bridge. A bridge whose first connection attempt failed keeps answering UNAVAILABLE after
+ * Tails on insecure connections go first on a hand-framed HTTP/2 connection (h2-read.ts
+ * `createFramedTailReader`: a tenth of the CPU per read), which answers what the response's
+ * messages prove; the rest, as one plain HTTP/2 request each (0.4 ms a read one at a time, where
+ * the bridge takes milliseconds) or through the client's native bridge. Everything else goes
+ * through the bridge. A bridge whose first connection attempt failed keeps answering UNAVAILABLE after
  * the server is back (seen with client 1.3.1), so after such an answer the next read uses a fresh
  * client. Errors are the client's (the sink branches on their `type`); waiting out outages is the
  * caller's (`retrying`).
  */
 import { BACKWARDS, END, KurrentDBClient } from '@kurrent/kurrentdb-client';
 import { isInsecureConnectionString } from './h2-grpc.js';
-import { createH2TailReader, type TailRead } from './h2-read.js';
+import { createFramedTailReader, createH2TailReader, type TailRead } from './h2-read.js';
 import { readerConnectionString } from './reader-connection.js';
 
 export type { TailRead } from './h2-read.js';
@@ -55,9 +57,12 @@ export function createTailReader(connectionString: string, client: KurrentDBClie
   const bridge = createBridgeTailReader(connectionString);
   const h2 = isInsecureConnectionString(connectionString) ? createH2TailReader(client) : null;
   if (!h2) return bridge;
+  const framed = createFramedTailReader(client);
   let inFlight = 0;
   return {
     async readTail(stream) {
+      const answer = framed && (await framed.readTail(stream));
+      if (answer) return answer;
       inFlight += 1;
       try {
         return await (inFlight > BRIDGE_FROM_IN_FLIGHT ? bridge.readTail(stream) : h2.readTail(stream));
@@ -68,6 +73,7 @@ export function createTailReader(connectionString: string, client: KurrentDBClie
     readBackWhile: (stream, keep) => bridge.readBackWhile(stream, keep),
     readLogHead: () => bridge.readLogHead(),
     close: async () => {
+      framed?.close();
       h2.close();
       await bridge.close();
     },

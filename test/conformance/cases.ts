@@ -55,6 +55,7 @@ import {
   type ResolvedEvent,
 } from '@kurrent/kurrentdb-client';
 import { createH2AppendTransport } from '../../src/sink/h2-append.js';
+import { createFramedTailReader } from '../../src/sink/h2-read.js';
 import { encodeAppendRecordSized } from '../../src/sink/v2-append.js';
 import { type ConformanceCase, type ConformanceContext, waitFor } from './harness.js';
 
@@ -713,6 +714,33 @@ export const cases: ConformanceCase[] = [
     name: 'reading a stream that never existed fails with StreamNotFoundError',
     async run({ client, prefix }) {
       await expectNotFound(client, `${prefix}-missing`);
+    },
+  },
+  {
+    rule: 'read-stream',
+    // The sink's tail read on a hand-framed HTTP/2 connection (src/sink/h2-frames.ts): it sees the
+    // response's messages, not its status, so it must answer exactly what readStream answers where
+    // the messages prove it, and give the read back (null) where they do not (a tombstone).
+    name: "the sink's framed tail read answers as readStream does (last event, missing, soft-deleted) and gives a tombstone back",
+    async run({ client, prefix }) {
+      const reader = createFramedTailReader(client);
+      assert.ok(reader, 'the client exposes execute/callArguments/resolveAuthorizationHeader');
+      try {
+        const [full, missing, soft, tomb] = [`${prefix}-tail`, `${prefix}-tail-missing`, `${prefix}-tail-soft`, `${prefix}-tail-tomb`];
+        const batch = [ev('A'), ev('B', { n: 2 }, randomUUID(), { 'source.commitLsn': '0/2B', 'entity.name': 'Müller 🧾' })];
+        await client.appendToStream(full, batch);
+        assert.deepEqual(await reader.readTail(full), { kind: 'event', revision: 1n, id: batch[1]!.id, type: 'B', metadata: { 'source.commitLsn': '0/2B', 'entity.name': 'Müller 🧾' } });
+        assert.deepEqual(await reader.readTail(missing), { kind: 'not-found' });
+        await client.appendToStream(soft, evs(1));
+        await client.deleteStream(soft);
+        assert.deepEqual(await reader.readTail(soft), { kind: 'not-found' });
+        await client.appendToStream(tomb, evs(1));
+        await client.tombstoneStream(tomb);
+        assert.equal(await reader.readTail(tomb), null);
+        assert.deepEqual(reader.counts, { answered: 3, passed: 1 });
+      } finally {
+        reader?.close();
+      }
     },
   },
 
