@@ -94,7 +94,7 @@ try {
         offset += 1;
         const downtime = await drain(rig, lsn, kurrent.pid, LIMITS);
         runs.push({ round, build: build.label, kind: 'downtime', result: downtime });
-        log(`round ${round} ${build.label} downtime: ${downtime.seconds.toFixed(2)} s, ${fmt(UPDATES / downtime.seconds)} tx/s, tail reads ${downtime.tailReads ?? '?'}, read ahead ${downtime.prefetchHits ?? '—'}`);
+        log(`round ${round} ${build.label} downtime: ${downtime.seconds.toFixed(2)} s, ${fmt(UPDATES / downtime.seconds)} tx/s, tail reads ${downtime.tailReads ?? '?'}, read ahead ${downtime.prefetchHits ?? '—'}, framed ${downtime.framedTailReads ?? '—'}`);
       }
     }
   } finally {

@@ -1,7 +1,8 @@
-// Stream tail reads (what the sink does for every stream it holds no state for): through the
-// client's native bridge, as the sink's reader does (`readStream` backwards from the end, one
-// event, a client from `readerConnectionString`), against one HTTP/2 request per read
-// (src/sink/h2-read.ts). The in-memory KurrentDB runs in its own process; the figures are this
+// Stream tail reads (what the sink does for every stream it holds no state for), three ways:
+// through the client's native bridge (`readStream` backwards from the end, one event, a client
+// from `readerConnectionString`), one node:http2 request per read (`createH2TailReader`), and as
+// frames on a hand-framed connection (`createFramedTailReader`, src/sink/h2-frames.ts: what the
+// sink's reader tries first). The in-memory KurrentDB runs in its own process; the figures are this
 // process's: reads/s and CPU µs per read (process.cpuUsage, all threads — the bridge's too).
 // It imports the sources (like sink.bench.ts), whatever EA_BENCH_FROM says:
 //   EA_BENCH_FROM=src node --import tsx bench/tail-read.bench.ts [streams=20000]
@@ -18,6 +19,11 @@
 // here (a bare `session.request` loop; Node 20 binds an AsyncResource and builds two
 // `util.deprecate` wrappers per request, plus a Duplex per stream and its GC). A hand-framed
 // HTTP/2 connection prototype read the same tails at ~10 µs CPU/read (decoding included).
+// The frames column, 2026-12-03 on a quiet machine (load 0.48 at the start; this machine was ~2×
+// slower than on 2026-12-01 that day), reads/s and µs CPU/read, bridge | http2 | frames:
+//   concurrency 1:   909/s 522 µs | 2,604/s 311 µs | 5,263/s 103 µs
+//   concurrency 64:  5,644/s 170 µs | 4,905/s 141 µs | 9,955/s 24 µs
+// (bench/results/2026-12-03-framed-tail-reads.md).
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { BACKWARDS, END, KurrentDBClient } from '@kurrent/kurrentdb-client';

@@ -26,7 +26,7 @@ export function loggedAt(logFile: string, msg: string): number {
  * carries the sink's status), looking only at the log from byte `from` on (the run's own lines:
  * a build that does not report the counter must not show an earlier run's).
  */
-export function sinkCounter(logFile: string, name: 'tailReads' | 'prefetchHits', from = 0): number | null {
+export function sinkCounter(logFile: string, name: 'tailReads' | 'prefetchHits' | 'framedTailReads', from = 0): number | null {
   const text = readFileSync(logFile).subarray(from).toString('utf8');
   const matches = [...text.matchAll(new RegExp(`"${name}":(\\d+)`, 'g'))];
   return matches.length > 0 ? Number(matches.at(-1)![1]) : null;
@@ -49,6 +49,8 @@ export interface DrainResult {
   readonly tailReads: number | null;
   /** Of those, first touches a look-ahead read had answered (null: a build without look-ahead). */
   readonly prefetchHits: number | null;
+  /** Of the tail reads, those answered on the hand-framed connection (null: a build that does not say). */
+  readonly framedTailReads: number | null;
   /**
    * CPU seconds over the drain (from "assembler started" to the acknowledgement): assembler (all
    * threads), of it its main thread (where the pipeline runs), walsender, server.
@@ -94,5 +96,5 @@ export async function drain(rig: BulkRig, lsn: string, serverPid?: number, limit
   const peakRssMiB = await assembler.peakRssMiB();
   const exit = await assembler.kill('SIGTERM');
   if (exit.code !== 0) throw new Error(`the assembler exited with ${exit.code} on SIGTERM`);
-  return { seconds: (done - loggedAt(rig.logFile, 'assembler started')) / 1000, peakRssMiB, tailReads: tailReads(rig.logFile, logFrom), prefetchHits: sinkCounter(rig.logFile, 'prefetchHits', logFrom), cpu };
+  return { seconds: (done - loggedAt(rig.logFile, 'assembler started')) / 1000, peakRssMiB, tailReads: tailReads(rig.logFile, logFrom), prefetchHits: sinkCounter(rig.logFile, 'prefetchHits', logFrom), framedTailReads: sinkCounter(rig.logFile, 'framedTailReads', logFrom), cpu };
 }

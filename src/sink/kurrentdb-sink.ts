@@ -344,6 +344,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
         appendedEvents: stats.appendedEvents,
         skippedEvents: stats.skippedEvents,
         tailReads: stats.tailReads,
+        framedTailReads: reader.framedReads ?? 0,
         logHeadReads: stats.logHeadReads,
         prefetchHits: stats.prefetchHits,
         firstTouch: ctx.states.firstTouch,

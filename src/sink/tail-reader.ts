@@ -34,6 +34,8 @@ export interface TailReader {
   readBackWhile(stream: string, keep: (event: ReadBackEvent) => boolean): Promise<ReadBackEvent[]>;
   /** Commit position of the log's last record (`-1n` for an empty log). */
   readLogHead(): Promise<bigint>;
+  /** Tail reads answered on the hand-framed connection so far (the rest went through the client's paths). */
+  readonly framedReads?: number;
   close(): Promise<void>;
 }
 
@@ -72,6 +74,9 @@ export function createTailReader(connectionString: string, client: KurrentDBClie
     },
     readBackWhile: (stream, keep) => bridge.readBackWhile(stream, keep),
     readLogHead: () => bridge.readLogHead(),
+    get framedReads() {
+      return framed?.counts.answered ?? 0;
+    },
     close: async () => {
       framed?.close();
       h2.close();
@@ -143,6 +148,7 @@ export function createBridgeTailReader(connectionString: string): TailReader {
         }
         return -1n;
       }),
+    framedReads: 0,
     close: () => reader.dispose().catch(() => undefined),
   };
 }

@@ -126,6 +126,12 @@ export interface SinkStatus {
    * `tailReads`; see `Sink.prefetch`). Optional like `tailReads`.
    */
   readonly prefetchHits?: number;
+  /**
+   * Of `tailReads`, those answered on the hand-framed HTTP/2 connection (plain-text connections:
+   * src/sink/tail-reader.ts); the rest went through the client's own paths — all of them on TLS
+   * connections. Optional like `tailReads`.
+   */
+  readonly framedTailReads?: number;
   /** Reads of the log's head (`$all`, at most one per sink, before its first optimistic append). */
   readonly logHeadReads?: number;
   /**

@@ -37,8 +37,8 @@ describe('aggregateSinkStatus', () => {
   });
 
   it('sums the counters, takes the most attempts, and the first sink\'s mode and first-touch strategy', () => {
-    const events = kurrentSink({ mode: 'per-stream', attempts: 1, retries: 3, cachedStreams: 10, appendedEvents: 100, skippedEvents: 4, tailReads: 2, logHeadReads: 1, firstTouch: 'read', splitCalls: 1 });
-    const checkpoints = kurrentSink({ mode: 'multi-stream', attempts: 4, retries: 2, cachedStreams: 1, appendedEvents: 7, skippedEvents: 1, firstTouch: 'optimistic' });
+    const events = kurrentSink({ mode: 'per-stream', attempts: 1, retries: 3, cachedStreams: 10, appendedEvents: 100, skippedEvents: 4, tailReads: 5, framedTailReads: 3, logHeadReads: 1, firstTouch: 'read', splitCalls: 1 });
+    const checkpoints = kurrentSink({ mode: 'multi-stream', attempts: 4, retries: 2, cachedStreams: 1, appendedEvents: 7, skippedEvents: 1, tailReads: 1, framedTailReads: 1, firstTouch: 'optimistic' });
     expect(aggregateSinkStatus([events, checkpoints])).toEqual({
       mode: 'per-stream',
       state: 'connected',
@@ -48,7 +48,8 @@ describe('aggregateSinkStatus', () => {
       cachedStreams: 11,
       appendedEvents: 107,
       skippedEvents: 5,
-      tailReads: 2,
+      tailReads: 6,
+      framedTailReads: 4,
       logHeadReads: 1,
       firstTouch: 'read',
       splitCalls: 1,
