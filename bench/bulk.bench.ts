@@ -16,7 +16,8 @@
 // process from the production build (`.tmp/bench-build`, as `npm run bench` builds it), the
 // in-memory KurrentDB in a process of its own; its peak RSS is the child's VmHWM.
 //
-// Prints a markdown table and writes bench/results/<date>-bulk.md.
+// Prints a markdown table and writes bench/results/<date>-bulk.md (EA_BENCH_WRITE=0: prints only,
+// as for A/B runs that must not replace the day's record).
 import { KurrentDBClient } from '@kurrent/kurrentdb-client';
 import { existsSync } from 'node:fs';
 import os from 'node:os';
@@ -135,4 +136,4 @@ Each run: the transactions are in the WAL before the assembler starts (productio
 ${table}
 `;
 console.log(report);
-log(`written ${writeResult('bulk', report, now)}`);
+if (process.env.EA_BENCH_WRITE !== '0') log(`written ${writeResult('bulk', report, now)}`);
