@@ -88,6 +88,15 @@ function frame(type: number, flags: number, stream: number, payload: Buffer | nu
   return out;
 }
 
+function settingsFrame(entries: readonly (readonly [number, number])[]): Buffer {
+  const payload = Buffer.allocUnsafe(6 * entries.length);
+  entries.forEach(([id, value], i) => {
+    payload.writeUInt16BE(id, 6 * i);
+    payload.writeUInt32BE(value, 6 * i + 2);
+  });
+  return frame(SETTINGS, 0, 0, payload);
+}
+
 function windowUpdate(stream: number, increment: number): Buffer {
   const payload = Buffer.allocUnsafe(4);
   payload.writeUInt32BE(increment, 0);
@@ -145,9 +154,13 @@ export function openFramedConnection(options: FramedConnectionOptions): FramedCo
   let flushing: ReturnType<typeof setImmediate> | null = null;
   let sweeper: ReturnType<typeof setInterval> | null = null;
 
-  const settings = Buffer.alloc(18);
-  [SETTINGS_ENABLE_PUSH, 0, SETTINGS_INITIAL_WINDOW_SIZE, MAX_WINDOW, SETTINGS_MAX_CONCURRENT_STREAMS, 0].forEach((v, i) => (i % 2 === 0 ? settings.writeUInt16BE(v, (i / 2) * 6) : settings.writeUInt32BE(v, ((i - 1) / 2) * 6 + 2)));
-  socket.write(Buffer.concat([PREFACE, frame(SETTINGS, 0, 0, settings), windowUpdate(0, MAX_WINDOW - DEFAULT_WINDOW)]));
+  // No push, no streams opened by the server, our receive windows at the maximum from the start.
+  const settings = settingsFrame([
+    [SETTINGS_ENABLE_PUSH, 0],
+    [SETTINGS_MAX_CONCURRENT_STREAMS, 0],
+    [SETTINGS_INITIAL_WINDOW_SIZE, MAX_WINDOW],
+  ]);
+  socket.write(Buffer.concat([PREFACE, settings, windowUpdate(0, MAX_WINDOW - DEFAULT_WINDOW)]));
   socket.unref();
 
   function flush(): void {
