@@ -31,7 +31,7 @@ export const FIXES: Record<string, string> = {
   mappers: 'import your mappers (each made with defineMapper) and pass them as mappers: [...]',
   'contracts.dir': 'set contracts.dir to the directory of your JSON Schema contracts, e.g. contracts/invoicing',
   'snapshot.mode': "use 'never', 'initial', 'when_needed' or 'initial_only'",
-  'snapshot.chunkSize': 'use a positive whole number of rows per chunk (default 1024)',
+  'snapshot.chunkSize': 'use a positive whole number of rows per chunk (default 256 for the initial snapshot, 1024 for incremental ones)',
   'snapshot.parallelism': 'use a positive whole number of tables snapshotted at once (default 1)',
   'failurePolicy.contractViolation': "use 'halt' (default) or 'park'",
   limits: 'use positive integers',

@@ -24,6 +24,8 @@ export {
   ConfigError,
   type ConfigErrorDetails,
   SNAPSHOT_MODES_ACCEPTED,
+  initialChunkRows,
+  incrementalChunkRows,
   type AssemblerConfig,
   type ResolvedConfig,
   type SecretValue,

@@ -11,6 +11,7 @@
  * covers them, so no save ever holds neither).
  * A restart finds every record handed to the sink either covered by the progress or pinned.
  */
+import { initialChunkRows } from '../config/schema.js';
 import { EventAssemblerError } from '../errors.js';
 import { createSlotWithSnapshot, isSnapshotFinished, newSnapshotProgress, readInitialSnapshot, updateTable, type SnapshotBatch, type SnapshotDecision, type SnapshotProgress } from '../source/snapshot/index.js';
 import { pinKeyOf, pinRecords, queueSnapshotRecords, saveSnapshotProgress, type SnapshotDeps, type SnapshotState } from './snapshot-state.js';
@@ -49,7 +50,7 @@ export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: Snap
     try {
       for await (const batch of readInitialSnapshot({
         connection: config.source.connection, snapshotName: exported.snapshotName, tables, snapshotGeneration: generation,
-        parallelism: config.snapshot.parallelism, batchRows: config.snapshot.chunkSize, publications: config.source.publication,
+        parallelism: config.snapshot.parallelism, batchRows: initialChunkRows(config), publications: config.source.publication,
       })) {
         if (control.stopRequested) break;
         const current = await handOver(state, deps, batch, progress, covered, exported.consistentPoint, systemId);

@@ -6,6 +6,7 @@
  * store before its transaction can be acknowledged, so none is lost and none is taken twice.
  */
 import type { CommittedTransaction } from '../buffer/index.js';
+import { incrementalChunkRows } from '../config/schema.js';
 import {
   adHocSnapshotProgress, createIncrementalSnapshot, decodeSnapshotRequest, describeTable, isSnapshotFinished, requireKey, SNAPSHOT_REQUEST_PREFIX,
   type SnapshotProgress, type SnapshotRequest,
@@ -23,7 +24,7 @@ export function startIncremental(deps: SnapshotDeps, progress: SnapshotProgress,
     connection: config.source.connection,
     progress,
     store: { load: () => Promise.resolve(state.progress), save: (p, covered) => saveSnapshotProgress(state, p, covered) },
-    chunkSize: config.snapshot.chunkSize,
+    chunkSize: incrementalChunkRows(config),
     publications: config.source.publication,
     onRetry: (chunk, attempt) => log.warn('snapshot: chunk must be read again', { table: chunk.table, attempt, blockedBy: chunk.blockedBy }),
   });

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, ConfigLoadError, createRedactor, defineConfig, loadConfig, parseConfig, redactConnectionString, type AssemblerConfig } from '../../src/config/index.js';
+import { ConfigError, ConfigLoadError, createRedactor, defineConfig, incrementalChunkRows, initialChunkRows, loadConfig, parseConfig, redactConnectionString, type AssemblerConfig } from '../../src/config/index.js';
 import { mappers } from '../../examples/invoicing/index.js';
 import { cliArgs } from '../resilience/assembler-process.js';
 
@@ -40,7 +40,10 @@ describe('parseConfig', () => {
   it('fills the documented defaults and derives the captured tables from the mappers', () => {
     const c = parseConfig(base);
     expect(c.destination.mode).toBe('auto');
-    expect(c.snapshot).toEqual({ mode: 'never', chunkSize: 1024, parallelism: 1 });
+    expect(c.snapshot).toEqual({ mode: 'never', parallelism: 1 });
+    expect([initialChunkRows(c), incrementalChunkRows(c)]).toEqual([256, 1024]);
+    const set = parseConfig({ ...base, snapshot: { chunkSize: 100 } });
+    expect([initialChunkRows(set), incrementalChunkRows(set)]).toEqual([100, 100]);
     expect(c.failurePolicy).toEqual({ contractViolation: 'halt' });
     expect(c.limits).toEqual({ maxInFlightTransactions: 1000, maxInFlightBytes: 64 * 1024 * 1024, memoryLimitBytes: 64 * 1024 * 1024, maxConcurrentAppends: 4, maxBatchTransactions: 512, maxBatchEvents: 2048, maxCachedStreams: 100_000 });
     expect(c.source.publication).toEqual(['invoicing']);

@@ -7,7 +7,7 @@
 import { connectSource } from '../../source/connect-source.js';
 import { Command } from 'commander';
 import os from 'node:os';
-import { ConfigError, ConfigLoadError, loadConfig, type ResolvedConfig } from '../../config/index.js';
+import { ConfigError, ConfigLoadError, incrementalChunkRows, loadConfig, type ResolvedConfig } from '../../config/index.js';
 import { EventAssemblerError } from '../../errors.js';
 import { createKurrentDBSnapshotStore, findRequestedProgress, snapshotProgressStreamName, type StoredSnapshotState } from '../../pipeline/snapshot-store.js';
 import {
@@ -169,7 +169,7 @@ async function withConfig(flags: SnapshotFlags): Promise<void> {
       console.log(JSON.stringify({ action: 'ad-hoc-snapshot', dryRun: true, assembler: config.name, slot: config.source.slot, tables, generation: storedKnown ? generation : null, queuedBehind: running ? stored!.progress.generation : null }, null, 2));
       return;
     }
-    console.log(`would request an ad hoc snapshot of ${tables.join(', ')} from assembler "${config.name}" (slot ${config.source.slot}), read in chunks of ${config.snapshot.chunkSize} rows while streaming`);
+    console.log(`would request an ad hoc snapshot of ${tables.join(', ')} from assembler "${config.name}" (slot ${config.source.slot}), read in chunks of ${incrementalChunkRows(config)} rows while streaming`);
     console.log(storedKnown ? `${describeStored(stored)}; it would become generation ${generation}${running ? ' after the running snapshot' : ''}` : `the destination could not be read: the assembler assigns the generation`);
     console.log('dry run: nothing was written');
     return;
