@@ -90,7 +90,7 @@ function answerOf(data: Buffer): TailRead | null {
 }
 
 /**
- * Tail reads on a hand-framed HTTP/2 connection (h2-frames.ts): ≈ a tenth of a request's CPU
+ * Tail reads on a hand-framed HTTP/2 connection (h2-frames.ts): ≈ a sixth of a request's CPU
  * through node:http2 or the bridge. It sees only the response's messages, never its status, so
  * it answers only what they prove — the stream's last event, or `stream_not_found` — and gives
  * `null` for the rest (a tombstoned stream, a read that ends without either, an error status, a

@@ -13,6 +13,7 @@ import { createFramedTailReader, type FramedTailReader } from '../../src/sink/h2
 import { createBridgeTailReader, createTailReader, type TailReader } from '../../src/sink/tail-reader.js';
 import { receiptToMetadata } from '../../src/sink/receipt.js';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testing/index.js';
+import { startBlackholeProxy } from '../support/blackhole-proxy.js';
 
 async function waitFor<T>(what: string, attempt: () => Promise<T | null | undefined>, timeoutMs = 15_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -152,44 +153,10 @@ describe('tail reads on a hand-framed HTTP/2 connection', () => {
   });
 });
 
-/** A TCP proxy whose current connections can be made to swallow everything; new connections forward again. */
-async function startProxy(port: number): Promise<{ port: number; blackhole(): void; close(): Promise<void> }> {
-  const pairs = new Set<{ dead: boolean; a: net.Socket; b: net.Socket }>();
-  const server = net.createServer((a) => {
-    const b = net.connect({ port, host: '127.0.0.1', noDelay: true });
-    const pair = { dead: false, a, b };
-    pairs.add(pair);
-    a.on('data', (d) => pair.dead || b.write(d));
-    b.on('data', (d) => pair.dead || a.write(d));
-    const end = () => {
-      pairs.delete(pair);
-      a.destroy();
-      b.destroy();
-    };
-    a.on('close', end).on('error', () => undefined);
-    b.on('close', end).on('error', () => undefined);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    blackhole: () => {
-      for (const pair of pairs) pair.dead = true;
-    },
-    close: () =>
-      new Promise((resolve) => {
-        for (const pair of pairs) {
-          pair.a.destroy();
-          pair.b.destroy();
-        }
-        server.close(() => resolve());
-      }),
-  };
-}
-
 describe('tail reads on a hand-framed connection to a server that stops answering', () => {
   it('gives the reads back at the deadline (the full path answers them), drops the connection, and reads through a new one later', async () => {
     const db = await startInMemoryKurrentDB();
-    const proxy = await startProxy(db.port);
+    const proxy = await startBlackholeProxy(db.port);
     const client = KurrentDBClient.connectionString(`kurrentdb://127.0.0.1:${proxy.port}?tls=false&defaultDeadline=300`);
     const framed = createFramedTailReader(client)!;
     const reader = createTailReader(`kurrentdb://127.0.0.1:${proxy.port}?tls=false&defaultDeadline=300`, client);

@@ -2,7 +2,6 @@
 // the same answers as the client's own `readStream` (through its native bridge), and the client's
 // error classes for deleted streams and for a server that is down or does not answer.
 import { randomUUID } from 'node:crypto';
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { binaryEvent, DeadlineExceededError, jsonEvent, KurrentDBClient, StreamDeletedError, UnavailableError } from '@kurrent/kurrentdb-client';
 import { createH2AppendTransport } from '../../src/sink/h2-append.js';
@@ -13,6 +12,7 @@ import { isTransientError } from '../../src/sink/retry.js';
 import { encodeAppendRecordSized } from '../../src/sink/v2-append.js';
 import { decodeTailReadResponse } from '../../src/sink/v1-read.js';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testing/index.js';
+import { startBlackholeProxy } from '../support/blackhole-proxy.js';
 import { toReadResp } from '../../src/testing/kurrentdb/streams-read.js';
 
 async function waitFor<T>(what: string, attempt: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
@@ -180,50 +180,10 @@ describe('tail reads over HTTP/2', () => {
   });
 });
 
-/**
- * A TCP proxy whose current connections can be made to swallow everything (a peer that stopped
- * answering without closing: a frozen process, a partition); new connections forward again.
- */
-async function startProxy(port: number): Promise<{ port: number; blackhole(): void; close(): Promise<void> }> {
-  const pairs = new Set<{ dead: boolean; a: net.Socket; b: net.Socket }>();
-  const server = net.createServer((a) => {
-    const b = net.connect({ port, host: '127.0.0.1', noDelay: true });
-    a.setNoDelay(true);
-    const pair = { dead: false, a, b };
-    pairs.add(pair);
-    a.on('data', (d) => pair.dead || b.write(d));
-    b.on('data', (d) => pair.dead || a.write(d));
-    const end = () => {
-      pairs.delete(pair);
-      if (!pair.dead) {
-        a.destroy();
-        b.destroy();
-      }
-    };
-    a.on('close', end).on('error', () => undefined);
-    b.on('close', end).on('error', () => undefined);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    blackhole: () => {
-      for (const pair of pairs) pair.dead = true;
-    },
-    close: () =>
-      new Promise((resolve) => {
-        for (const pair of pairs) {
-          pair.a.destroy();
-          pair.b.destroy();
-        }
-        server.close(() => resolve());
-      }),
-  };
-}
-
 describe('tail reads over HTTP/2 from a server that stops answering', () => {
   it('is a transient DeadlineExceededError, and the dead connection is replaced', async () => {
     const db = await startInMemoryKurrentDB();
-    const proxy = await startProxy(db.port);
+    const proxy = await startBlackholeProxy(db.port);
     const client = KurrentDBClient.connectionString(`kurrentdb://127.0.0.1:${proxy.port}?tls=false&defaultDeadline=300`);
     const reader = createH2TailReader(client)!;
     try {
