@@ -1,9 +1,10 @@
 /**
  * Unary gRPC calls on a hand-framed HTTP/2 connection (RFC 9113), for calls whose answer is
  * proven by their response messages alone — the tail read (h2-read.ts). Why: a request through
- * node:http2 costs ≈ 60–100 µs of CPU here (its `request`, an AsyncResource, a Duplex per
+ * node:http2 costs ≈ 60–150 µs of CPU here (its `request`, an AsyncResource, a Duplex per
  * stream), one through the client's native bridge about as much; written as frames, many
- * requests go out in one socket write and their answers are cut from the bytes as they come.
+ * requests go out in one socket write and their answers are cut from the bytes as they come
+ * (bench/tail-read.bench.ts: ≈ 24 µs per tail read at 64 in flight, decoding included).
  *
  * What it leaves out, on purpose: it never decodes a header block (there is no HPACK decoder
  * here), so it cannot see a call's gRPC status or trailers. A call therefore answers only with
