@@ -89,6 +89,23 @@ function frame(type: number, flags: number, stream: number, payload: Buffer | nu
   return out;
 }
 
+/** One request's HEADERS (END_HEADERS) and DATA (END_STREAM) frames, written into one buffer. */
+function requestFrames(stream: number, headerBlock: Buffer, body: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(18 + headerBlock.length + body.length);
+  const header = (at: number, length: number, type: number, flags: number): void => {
+    out.writeUIntBE(length, at, 3);
+    out[at + 3] = type;
+    out[at + 4] = flags;
+    out.writeUInt32BE(stream, at + 5);
+  };
+  header(0, headerBlock.length, HEADERS, END_HEADERS);
+  headerBlock.copy(out, 9);
+  const data = 9 + headerBlock.length;
+  header(data, body.length, DATA, END_STREAM);
+  body.copy(out, data + 9);
+  return out;
+}
+
 function settingsFrame(entries: readonly (readonly [number, number])[]): Buffer {
   const payload = Buffer.allocUnsafe(6 * entries.length);
   entries.forEach(([id, value], i) => {
@@ -105,7 +122,6 @@ function windowUpdate(stream: number, increment: number): Buffer {
 }
 
 interface Call {
-  readonly id: number;
   readonly giveUpAt: number;
   readonly resolve: (data: Buffer | null) => void;
   chunks: Buffer | Buffer[] | null;
@@ -293,9 +309,9 @@ export function openFramedConnection(options: FramedConnectionOptions): FramedCo
       const id = nextId;
       nextId += 2;
       if (nextId > LAST_STREAM_ID) usable = false;
-      const frames = Buffer.concat([frame(HEADERS, END_HEADERS, id, headerBlock), frame(DATA, END_STREAM, id, body)]);
+      const frames = requestFrames(id, headerBlock, body);
       return new Promise((resolve) => {
-        calls.set(id, { id, giveUpAt: Date.now() + timeoutMs, resolve, chunks: null });
+        calls.set(id, { giveUpAt: Date.now() + timeoutMs, resolve, chunks: null });
         if (calls.size === 1) socket.ref();
         if (waiting.length === 0 && body.length <= sendWindow) {
           sendWindow -= body.length;
