@@ -601,7 +601,7 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
           const kind = plan.kinds[i]!;
           const target = base + plan.targets[i]!;
           // This process must be past start-up and appending before it is killed.
-          const atStart = progress().events;
+          const { events: atStart, maxCommitLsn: commitAtStart } = progress();
           await waitFor(`the assembler (pid ${child!.pid}) to append after its start`, async () => (await alive(), progress().events > atStart), { timeoutMs: STALL_MS, intervalMs: 25 });
           await waitForEvents(target, `waiting for the destination to hold ${target} events (kill ${n})`);
 
@@ -609,6 +609,15 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
           if (kind === 'mid-bulk') {
             record = await bulkKill(n, target);
           } else if (kind === 'mid-append') {
+            // A start first replays what the slot had not acknowledged — after a mid-bulk or an
+            // unacknowledged kill, thousands of events already in KurrentDB. Appends of those add
+            // nothing when they land, so a kill aimed at one cannot show an append landing after
+            // it: aim past the replay, once a commit new to the destination is durable.
+            await waitFor(
+              `the assembler (pid ${child!.pid}) to append a commit past those already in KurrentDB at its start`,
+              async () => (await alive(), progress().maxCommitLsn > commitAtStart),
+              { timeoutMs: STALL_MS, intervalMs: 25 },
+            );
             await killWindow(() => progress().events);
             const { eventsAtKill, landed } = await killAndLand();
             const confirmed = await confirmedFlush();
