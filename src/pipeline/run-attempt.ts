@@ -186,7 +186,7 @@ async function drain(appender: Appender | null, checkpoints: CheckpointWriter, c
 
 export function createRunAttempt(input: RunAttemptInput): RunAttempt {
   const { config, deps, log, stats, standby } = input;
-  const control = createRunControl(log, config.redactor);
+  const control = createRunControl(log, config.redactor, (error) => startsOverAfter(error, deps));
   const coordinator = createCheckpointCoordinator<TxPayload>();
   const snapshots = createSnapshotState();
 

@@ -40,7 +40,11 @@ export function errorInfo(error: unknown): { code: string | null; message: strin
   return { code, message: error instanceof Error ? error.message : String(error) };
 }
 
-export function createRunControl(log: Logger, redactor: Redactor): RunControl {
+/**
+ * `startsOver` says which errors end only this attempt (a new one follows: attempt-retry.ts); those
+ * are logged as a warning, not as the fatal error that stops the assembler.
+ */
+export function createRunControl(log: Logger, redactor: Redactor, startsOver: (error: unknown) => boolean = () => false): RunControl {
   let stopRequested = false;
   let fatal: unknown = null;
   let abandoned = false;
@@ -96,7 +100,8 @@ export function createRunControl(log: Logger, redactor: Redactor): RunControl {
     fail(error) {
       if (fatal || abandoned) return;
       fatal = redactor.error(error);
-      log.error('assembler: fatal error, stopping', { error: errorInfo(error) });
+      if (startsOver(error)) log.warn('run attempt: PostgreSQL connection lost, ending this attempt (a new one follows)', { error: errorInfo(error) });
+      else log.error('assembler: fatal error, stopping', { error: errorInfo(error) });
       requestStop();
     },
     until,

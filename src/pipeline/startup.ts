@@ -50,10 +50,11 @@ export function createStartupGuard(control: RunControl, timeoutMs: number | null
 const STARTUP_RETRY = { initialDelayMs: 250, maxDelayMs: 5_000 };
 
 // Socket and server states that mean "not reachable yet": refused, reset, unresolvable, timed
-// out; the server starting up or shutting down (57P03), out of connections (53300), and the
-// connection exceptions of class 08.
-const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ENOTFOUND', 'EPIPE', '57P03', '53300']);
-const UNREACHABLE_MESSAGE = /timeout expired|Connection terminated|ECONNREFUSED|ECONNRESET|ETIMEDOUT|the database system is (starting up|shutting down|in recovery mode)/i;
+// out; the server starting up (57P03), shutting down or crashing while the connection was being
+// made (57P01 admin_shutdown — also "unexpected postmaster exit" —, 57P02 crash_shutdown), out of
+// connections (53300), and the connection exceptions of class 08.
+const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ENOTFOUND', 'EPIPE', '57P01', '57P02', '57P03', '53300']);
+const UNREACHABLE_MESSAGE = /timeout expired|Connection terminated|terminating connection due to|ECONNREFUSED|ECONNRESET|ETIMEDOUT|the database system is (starting up|shutting down|in recovery mode)/i;
 
 /** Whether a PostgreSQL connection error is worth waiting out. */
 export function isPostgresUnreachable(error: unknown): boolean {

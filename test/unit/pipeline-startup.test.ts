@@ -17,6 +17,12 @@ describe('isPostgresUnreachable', () => {
   it.each<[string, unknown, boolean]>([
     ['connection refused', coded('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:5432'), true],
     ['the server starting up (57P03)', coded('57P03', 'the database system is starting up'), true],
+    // A PostgreSQL restart met while connecting: the postmaster killed (its backends end with
+    // 57P01), a fast shutdown (57P01), a crash of another backend (57P02).
+    ['the postmaster gone while connecting (57P01)', coded('57P01', 'terminating connection due to unexpected postmaster exit'), true],
+    ['a fast shutdown while connecting (57P01)', coded('57P01', 'terminating connection due to administrator command'), true],
+    ['a crash shutdown while connecting (57P02)', coded('57P02', 'terminating connection because of crash of another server process'), true],
+    ['the same without a code', new Error('terminating connection due to unexpected postmaster exit'), true],
     ['a connection failure of class 08 (08006)', coded('08006', 'connection failure'), true],
     ['too many connections (53300)', coded('53300', 'sorry, too many clients already'), true],
     ['every address of the host refused (AggregateError)', new AggregateError([coded('ECONNREFUSED', 'connect ECONNREFUSED ::1:5432'), coded('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:5432')], ''), true],
