@@ -128,11 +128,36 @@ export async function restartPostgres(rig: ChaosRig, kind: 'pg-fast' | 'pg-immed
   );
 }
 
-/** Log lines by which the assembler shows it met a PostgreSQL restart (a prefix of each message). */
-const NOTICED = ['source: connection lost, reconnecting', 'PostgreSQL connection lost outside the replication stream', 'start-up: PostgreSQL unreachable, retrying'];
+/**
+ * Log lines by which the assembler shows it met a PostgreSQL restart (a prefix of each message):
+ * while streaming, outside the replication stream (a new attempt follows), and in the two waits
+ * of an attempt's start — for PostgreSQL itself, and for the slot (a restart met there, right
+ * after a previous restart began a new attempt, is the only sign of it: the attempt then
+ * connects to the restarted server).
+ */
+const NOTICED = [
+  'source: connection lost, reconnecting',
+  'PostgreSQL connection lost outside the replication stream',
+  'start-up: PostgreSQL unreachable, retrying',
+  'standby: PostgreSQL unreachable while waiting for the slot',
+];
+
+/**
+ * Whether a run attempt begun after a PostgreSQL connection loss outside the replication stream
+ * has not logged its start yet. (The destination may grow meanwhile — the ended attempt saves its
+ * stream states — so "appending again" does not tell.)
+ */
+async function attemptStarting(rig: ChaosRig): Promise<boolean> {
+  const text = await rig.logSince(0);
+  const lost = text.lastIndexOf('"msg":"PostgreSQL connection lost outside the replication stream');
+  return lost >= 0 && !text.includes('"msg":"assembler started"', lost);
+}
 
 /** Does one fault to the rig (see the header); resolves once the assembler has appended again. */
 export async function perform(rig: ChaosRig, action: ChaosAction, tally: ChaosTally): Promise<void> {
+  // Each fault meets a running assembler: a restart of PostgreSQL while a new attempt is still
+  // loading its stream states (no PostgreSQL connection yet) would pass unseen.
+  await waitFor('the run attempt begun after the last fault to start', async () => (await rig.alive(), !(await attemptStarting(rig))), { timeoutMs: 60_000, intervalMs: 20 });
   await rig.alive();
   const pid = rig.assembler!.pid;
   const started = Date.now();
