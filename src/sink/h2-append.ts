@@ -11,12 +11,13 @@
  *
  * Everything around the bytes stays the client's (h2-grpc.ts: its `execute`, channel target,
  * headers, credentials and error conversion) — the same errors as its own `multiStreamAppend`.
- * Only insecure (`tls=false`) connections take this path; TLS connections go through grpc-js
- * (see `appendEncoded`).
+ * Plain text or TLS as the connection string says (h2-transport.ts); grpc-js's client stream
+ * (`appendEncoded`) remains for a client without the internals this needs.
  */
 import type { KurrentDBClient } from '@kurrent/kurrentdb-client';
 import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_grpc_pb.js';
 import { createH2GrpcCaller, forEachGrpcMessage } from './h2-grpc.js';
+import type { H2Transport } from './h2-transport.js';
 import { decodeAppendSessionResponse, encodeAppendSessionBody, type EncodedStreamAppend, type MultiStreamAppendResult } from './v2-append-session.js';
 
 const PATH = '/kurrentdb.protocol.v2.streams.StreamsService/AppendSession';
@@ -37,8 +38,8 @@ function decodeResponse(data: Buffer): MultiStreamAppendResult {
   return response;
 }
 
-export function createH2AppendTransport(client: KurrentDBClient): H2AppendTransport | null {
-  const caller = createH2GrpcCaller(client);
+export function createH2AppendTransport(client: KurrentDBClient, transport?: H2Transport): H2AppendTransport | null {
+  const caller = createH2GrpcCaller(client, transport);
   if (!caller) return null;
   return {
     append(requests) {

@@ -17,9 +17,11 @@
  * Flow control: it opens its receive windows to the maximum at once and tops up the connection's
  * as it reads; it sends a request only within the peer's connection window (requests wait in
  * order otherwise) and gives `null` for a body larger than the peer's stream window or frame size.
- * Plain-text connections only (the caller checks `tls=false`).
+ * The socket comes from the caller's transport (h2-transport.ts): plain text, or TLS — where a
+ * connection on which ALPN did not choose `h2` fails (its calls give `null`).
  */
-import net from 'node:net';
+import type net from 'node:net';
+import { PLAIN_TRANSPORT, speaksH2, type H2Transport } from './h2-transport.js';
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 const DATA = 0x0;
@@ -147,13 +149,15 @@ export interface FramedConnection {
 export interface FramedConnectionOptions {
   readonly host: string;
   readonly port: number;
+  /** Opens the socket (h2-transport.ts); plain text by default. */
+  readonly connect?: H2Transport['connect'];
   /** The first stream id (odd); tests start near the end of the id space. */
   readonly firstStreamId?: number;
 }
 
 /** Opens a connection (the preface and settings go out at once; requests may follow immediately). */
 export function openFramedConnection(options: FramedConnectionOptions): FramedConnection {
-  const socket = net.connect({ host: options.host, port: options.port, noDelay: true });
+  const socket: net.Socket = (options.connect ?? PLAIN_TRANSPORT.connect)(options.host, options.port);
   const calls = new Map<number, Call>();
   let nextId = options.firstStreamId ?? 1;
   let usable = true;
@@ -291,6 +295,9 @@ export function openFramedConnection(options: FramedConnectionOptions): FramedCo
   });
   socket.on('error', fail);
   socket.on('close', fail);
+  socket.once('secureConnect', () => {
+    if (!speaksH2(socket)) fail();
+  });
 
   function sweep(): void {
     const now = Date.now();

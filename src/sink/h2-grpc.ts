@@ -10,18 +10,18 @@
  * (its channel, endpoint discovery and reconnect-on-failure), the target is the channel's (the
  * channel itself never connects), the headers carry the client's connection name and credentials,
  * and errors are converted by the client's `convertToCommandError` from the gRPC status and
- * trailers — the same error classes as its own calls. Only insecure (`tls=false`) connections
- * take this path.
+ * trailers — the same error classes as its own calls. Plain text or TLS as the connection string
+ * says (h2-transport.ts).
  *
  * What grpc-js's channel did that this must do itself: no Nagle on the socket, a deadline, and
  * noticing a dead connection — a call past its deadline pings the connection, and one that does
  * not answer is dropped so the next call reconnects (grpc-js does this with keepalive pings).
  */
 import http2 from 'node:http2';
-import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import type { KurrentDBClient } from '@kurrent/kurrentdb-client';
 import commandErrors from '@kurrent/kurrentdb-client/dist/utils/CommandError.js';
+import { PLAIN_TRANSPORT, type H2Transport } from './h2-transport.js';
 import type { ClientInternals as BaseClientInternals } from './v2-append.js';
 
 /** The client internals this relies on: `execute`, `callArguments`, and the authorization header (1.x, not in the typings). */
@@ -39,15 +39,6 @@ export interface H2GrpcCaller {
    */
   call<T>(service: unknown, debugName: string, path: string, body: Buffer, decode: (data: Buffer) => T): Promise<T>;
   close(): void;
-}
-
-/** Whether the connection string asks for a plain-text connection (`tls=false`). */
-export function isInsecureConnectionString(connectionString: string): boolean {
-  const query = connectionString.split('?')[1] ?? '';
-  return query.split('&').some((pair) => {
-    const [key = '', value = ''] = pair.split('=');
-    return key.toLowerCase() === 'tls' && value.toLowerCase() === 'false';
-  });
 }
 
 /** `dns:127.0.0.1:2113`, `127.0.0.1:2113`, `dns:[::1]:2113` → an http URL authority. */
@@ -211,7 +202,8 @@ export async function callTarget(internals: ClientInternals, grpcClient: grpc.Cl
   return { authority: authorityOf(grpcClient.getChannel().getTarget()), headers, deadline };
 }
 
-export function createH2GrpcCaller(client: KurrentDBClient): H2GrpcCaller | null {
+/** `transport`: how to connect — `transportOf(the connection string)` (plain text by default, for tests). */
+export function createH2GrpcCaller(client: KurrentDBClient, transport: H2Transport = PLAIN_TRANSPORT): H2GrpcCaller | null {
   const internals = grpcInternalsOf(client);
   if (!internals) return null;
 
@@ -225,11 +217,10 @@ export function createH2GrpcCaller(client: KurrentDBClient): H2GrpcCaller | null
       if (s.authority === authority) s.h2.close(); // out of stream ids: let its calls finish
       else s.h2.destroy();
     }
-    const url = new URL(`http://${authority}`);
+    const url = new URL(`${transport.scheme}://${authority}`);
     const h2 = http2.connect(url, {
       settings: { enablePush: false },
-      // No Nagle (as grpc-js): a request written behind an unacknowledged frame would wait for the delayed ACK.
-      createConnection: () => net.connect({ host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port), noDelay: true }),
+      createConnection: () => transport.connect(url.hostname.replace(/^\[|\]$/g, ''), Number(url.port)),
     });
     h2.on('error', () => undefined); // each request reports its own failure
     const entry: Session = { authority, h2, inFlight: 0, streams: 0, pinging: false };

@@ -1,6 +1,6 @@
 /**
- * Stream tail reads (`Streams.Read`, backwards from the end, one event) as one plain HTTP/2
- * request each, on insecure (`tls=false`) connections.
+ * Stream tail reads (`Streams.Read`, backwards from the end, one event) as one HTTP/2 request
+ * each (plain text or TLS: h2-transport.ts).
  *
  * Why not through the client: its `readStream` goes through the native bridge (`@kurrent/bridge`),
  * which takes milliseconds per read when reads come one at a time (measured against the in-memory
@@ -19,6 +19,7 @@ import type { KurrentDBClient } from '@kurrent/kurrentdb-client';
 import streamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v1/streams_grpc_pb.js';
 import { callTarget, createH2GrpcCaller, forEachGrpcMessage, grpcInternalsOf } from './h2-grpc.js';
 import { encodeHeaderBlock, openFramedConnection, type FramedConnection } from './h2-frames.js';
+import { PLAIN_TRANSPORT, type H2Transport } from './h2-transport.js';
 import { decodeTailReadResponse, encodeTailReadRequest, type TailRead } from './v1-read.js';
 
 export type { TailRead } from './v1-read.js';
@@ -43,8 +44,8 @@ function decodeResponse(data: Buffer): TailRead {
 }
 
 /** Null when the client lacks the internals the HTTP/2 path needs (then read through `readStream`). */
-export function createH2TailReader(client: KurrentDBClient): H2TailReader | null {
-  const caller = createH2GrpcCaller(client);
+export function createH2TailReader(client: KurrentDBClient, transport?: H2Transport): H2TailReader | null {
+  const caller = createH2GrpcCaller(client, transport);
   if (!caller) return null;
   return {
     readTail(stream) {
@@ -99,7 +100,8 @@ function answerOf(data: Buffer): TailRead | null {
  * metadata and credentials, the deadline) it takes from the client's `execute` once per connection.
  * Null when the client lacks the internals this needs. `firstStreamId`: for tests.
  */
-export function createFramedTailReader(client: KurrentDBClient, options: { firstStreamId?: number } = {}): FramedTailReader | null {
+export function createFramedTailReader(client: KurrentDBClient, options: { transport?: H2Transport; firstStreamId?: number } = {}): FramedTailReader | null {
+  const transport = options.transport ?? PLAIN_TRANSPORT;
   const internals = grpcInternalsOf(client);
   if (!internals) return null;
   const counts = { answered: 0, passed: 0 };
@@ -113,9 +115,9 @@ export function createFramedTailReader(client: KurrentDBClient, options: { first
     try {
       return await internals!.execute(streamsGrpc.StreamsClient, 'readStream', async (grpcClient) => {
         const target = await callTarget(internals!, grpcClient, PATH);
-        const url = new URL(`http://${target.authority}`);
+        const url = new URL(`${transport.scheme}://${target.authority}`);
         const { ':method': method, ':path': path, ...rest } = target.headers;
-        const headers: [string, string][] = [[':method', String(method)], [':scheme', 'http'], [':path', String(path)], [':authority', target.authority]];
+        const headers: [string, string][] = [[':method', String(method)], [':scheme', transport.scheme], [':path', String(path)], [':authority', target.authority]];
         for (const [name, value] of Object.entries(rest)) headers.push([name, String(value)]);
         const timeoutMs = target.deadline ? Math.max(1, target.deadline.getTime() - Date.now()) : DEFAULT_TIMEOUT_MS;
         return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port), headerBlock: encodeHeaderBlock(headers), timeoutMs };
@@ -147,7 +149,7 @@ export function createFramedTailReader(client: KurrentDBClient, options: { first
       const r = route;
       if (!connection?.usable) {
         connection?.close();
-        connection = openFramedConnection({ host: r.host, port: r.port, firstStreamId: options.firstStreamId });
+        connection = openFramedConnection({ host: r.host, port: r.port, connect: transport.connect, firstStreamId: options.firstStreamId });
       }
       const used = connection;
       const data = await used.call(r.headerBlock, encodeTailReadRequest(stream), r.timeoutMs);

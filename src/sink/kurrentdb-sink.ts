@@ -25,7 +25,7 @@ import { oversized } from './conflicts.js';
 import { errorMessage, errorType, type SinkContext, type SinkStats } from './context.js';
 import { SinkError } from './errors.js';
 import { createH2AppendTransport } from './h2-append.js';
-import { isInsecureConnectionString } from './h2-grpc.js';
+import { transportOf } from './h2-transport.js';
 import { appendMultiStream } from './multi-stream.js';
 import { parseOptions, type KurrentDBSinkOptions, type SinkLogger } from './options.js';
 import { kurrentdbAddress, readerConnectionString } from './reader-connection.js';
@@ -152,10 +152,11 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   // Appends go through `client` (grpc-js, or HTTP/2 requests on its channel); reads: tail-reader.ts.
   const client = KurrentDBClient.connectionString(config.connectionString);
   const encoded = supportsEncodedAppend(client);
-  /** On plain-text connections the encoded requests go as one HTTP/2 write per call (h2-append.ts). */
-  const h2 = encoded && isInsecureConnectionString(config.connectionString) ? createH2AppendTransport(client) : null;
-  const appendTransport = h2 ? 'http2 (one write per call)' : encoded ? 'grpc-js (encoded records)' : 'grpc-js (client)';
-  const reader = createTailReader(config.connectionString, client);
+  /** The encoded requests go as one HTTP/2 write per call (h2-append.ts), plain text or TLS as the client connects (h2-transport.ts). */
+  const transport = transportOf(config.connectionString);
+  const h2 = encoded ? createH2AppendTransport(client, transport) : null;
+  const appendTransport = h2 ? `http2 (one write per call${transport.scheme === 'https' ? ', TLS' : ''})` : encoded ? 'grpc-js (encoded records)' : 'grpc-js (client)';
+  const reader = createTailReader(config.connectionString, client, transport);
   const closing = new AbortController();
   // Every call in flight waits on it (removed when the call ends): not a leak, however many.
   setMaxListeners(0, closing.signal);

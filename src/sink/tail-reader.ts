@@ -2,7 +2,7 @@
  * Reads what the sink needs to know of a stream: its last event (revision, id, type, metadata
  * with the receipt), the events of one unit at its end, and the log's head.
  *
- * Tails on insecure connections go first on a hand-framed HTTP/2 connection (h2-read.ts
+ * Tails go first on a hand-framed HTTP/2 connection (h2-read.ts
  * `createFramedTailReader`: a sixth of the CPU per read), which answers what the response's
  * messages prove; the rest, as one plain HTTP/2 request each (0.4 ms a read one at a time, where
  * the bridge takes milliseconds) or through the client's native bridge. Everything else goes
@@ -12,8 +12,8 @@
  * caller's (`retrying`).
  */
 import { BACKWARDS, END, KurrentDBClient } from '@kurrent/kurrentdb-client';
-import { isInsecureConnectionString } from './h2-grpc.js';
 import { createFramedTailReader, createH2TailReader, type TailRead } from './h2-read.js';
+import { transportOf, type H2Transport } from './h2-transport.js';
 import { readerConnectionString } from './reader-connection.js';
 
 export type { TailRead } from './h2-read.js';
@@ -48,20 +48,20 @@ function errorType(error: unknown): string | undefined {
 const BRIDGE_FROM_IN_FLIGHT = 16;
 
 /**
- * The sink's reader. On plain-text connections a tail read goes first as frames on a connection of
- * its own (`createFramedTailReader`, bench/tail-read.bench.ts: 24 against 140–170 µs of CPU per read
+ * The sink's reader. A tail read goes first as frames on a connection of its own (plain text or
+ * TLS as the connection string says: h2-transport.ts) (`createFramedTailReader`, bench/tail-read.bench.ts: 24 against 140–170 µs of CPU per read
  * at 64 in flight); what that gives back (`null`) goes as one HTTP/2 request through
  * `client` (the appending client: its channel and credentials) while few are in flight — 0.4 ms
  * where the bridge takes several — and through the bridge when many are: the bridge does its I/O
  * on a thread of its own, and with many reads in flight it reads as many per second or more
- * (bench/tail-read.bench.ts: 6,900 against 6,500 at 64, 7,900 against 5,800 at 256). Other
- * connections: the bridge, for every read.
+ * (bench/tail-read.bench.ts: 6,900 against 6,500 at 64, 7,900 against 5,800 at 256). A client
+ * without the internals these need: the bridge, for every read.
  */
-export function createTailReader(connectionString: string, client: KurrentDBClient): TailReader {
+export function createTailReader(connectionString: string, client: KurrentDBClient, transport: H2Transport = transportOf(connectionString)): TailReader {
   const bridge = createBridgeTailReader(connectionString);
-  const h2 = isInsecureConnectionString(connectionString) ? createH2TailReader(client) : null;
+  const h2 = createH2TailReader(client, transport);
   if (!h2) return bridge;
-  const framed = createFramedTailReader(client);
+  const framed = createFramedTailReader(client, { transport });
   let inFlight = 0;
   return {
     async readTail(stream) {

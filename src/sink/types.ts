@@ -127,9 +127,8 @@ export interface SinkStatus {
    */
   readonly prefetchHits?: number;
   /**
-   * Of `tailReads`, those answered on the hand-framed HTTP/2 connection (plain-text connections:
-   * src/sink/tail-reader.ts); the rest went through the client's own paths — all of them on TLS
-   * connections. Optional like `tailReads`.
+   * Of `tailReads`, those answered on the hand-framed HTTP/2 connection (plain text or TLS:
+   * src/sink/tail-reader.ts); the rest went through the client's own paths. Optional like `tailReads`.
    */
   readonly framedTailReads?: number;
   /** Reads of the log's head (`$all`, at most one per sink, before its first optimistic append). */

@@ -1,5 +1,5 @@
-// Multi-stream append has two transports in the sink — one HTTP/2 write per call (h2-append.ts,
-// plain-text connections) and grpc-js's client stream (appendEncoded, TLS) — and the in-memory
+// Multi-stream append has two transports in the sink — one HTTP/2 write per call (h2-append.ts;
+// over TLS too: sink-h2-tls.test.ts) and grpc-js's client stream (appendEncoded) — and the in-memory
 // server two AppendSession handlers (raw HTTP/2 and grpc-js). Every pairing must give the same
 // results and the client's own error classes.
 import { randomUUID } from 'node:crypto';
@@ -13,19 +13,8 @@ import {
   WrongExpectedVersionError,
 } from '@kurrent/kurrentdb-client';
 import { createH2AppendTransport } from '../../src/sink/h2-append.js';
-import { isInsecureConnectionString } from '../../src/sink/h2-grpc.js';
 import { appendEncoded, encodeAppendRecordSized, encodeAppendRequest, type EncodedStreamAppend, type MultiStreamAppendResult } from '../../src/sink/v2-append.js';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testing/index.js';
-
-describe('isInsecureConnectionString', () => {
-  it('is true only for tls=false', () => {
-    expect(isInsecureConnectionString('kurrentdb://127.0.0.1:2113?tls=false')).toBe(true);
-    expect(isInsecureConnectionString('kurrentdb://h:2113?keepAliveTimeout=10&TLS=False')).toBe(true);
-    expect(isInsecureConnectionString('kurrentdb://127.0.0.1:2113')).toBe(false);
-    expect(isInsecureConnectionString('kurrentdb://127.0.0.1:2113?tls=true')).toBe(false);
-    expect(isInsecureConnectionString('kurrentdb+discover://a:2113,b:2113?tlsVerifyCert=false')).toBe(false);
-  });
-});
 
 const record = (type: string, bytes = 20): Buffer => encodeAppendRecordSized(randomUUID(), type, JSON.stringify({ pad: 'x'.repeat(bytes) }), { 'source.commitLsn': '0/1A', origin: 'change' }).record;
 

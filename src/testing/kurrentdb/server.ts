@@ -2,6 +2,7 @@
 // `@kurrent/bridge`) talks to over gRPC on loopback. For tests, the demo, and users' own
 // integration tests; production uses a real KurrentDB.
 import * as grpc from '@grpc/grpc-js';
+import { readFileSync } from 'node:fs';
 import * as net from 'node:net';
 import type * as http2 from 'node:http2';
 import { createWritePath, type InjectedFailureKind, type InjectedFailureOptions, type ServerContext } from './context.js';
@@ -51,6 +52,12 @@ export interface InMemoryKurrentDBOptions {
    * (both are tested); $all reads always go through grpc-js.
    */
   streamReadHandler?: 'http2' | 'grpc-js';
+  /**
+   * Serve TLS (as a real KurrentDB does by default) with this certificate and key (PEM files, for
+   * 127.0.0.1); the connection string then names `caFile` (`tls=true&tlsCAFile=…`), the CA that
+   * signed it. Default: plain text (`tls=false`).
+   */
+  tls?: { readonly certFile: string; readonly keyFile: string; readonly caFile: string };
 }
 
 export interface StoredEvent {
@@ -64,7 +71,7 @@ export interface StoredEvent {
 }
 
 export interface InMemoryKurrentDB {
-  /** `kurrentdb://127.0.0.1:<port>?tls=false` */
+  /** `kurrentdb://127.0.0.1:<port>?tls=false` (with `tls`: `?tls=true&tlsCAFile=<caFile>`) */
   readonly connectionString: string;
   readonly port: number;
   /** Stops listening and drops every connection; data is kept. */
@@ -206,7 +213,10 @@ export async function startInMemoryKurrentDB(options: InMemoryKurrentDBOptions =
     server.addService(streamsV1ServiceDefinition(streamsGrpc.StreamsService), streamsService);
     server.addService(serverFeaturesGrpc.ServerFeaturesService, createServerFeaturesService(features));
     if (features.multiStreamAppend) server.addService(streamsV2ServiceDefinition(v2StreamsGrpc.StreamsServiceService), createStreamsV2Service(context));
-    const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+    const credentials = options.tls
+      ? grpc.ServerCredentials.createSsl(null, [{ cert_chain: readFileSync(options.tls.certFile), private_key: readFileSync(options.tls.keyFile) }], false)
+      : grpc.ServerCredentials.createInsecure();
+    const injector = server.createConnectionInjector(credentials);
     routeRawCalls(server, context, {
       appendSession: features.multiStreamAppend && options.appendSessionHandler !== 'grpc-js',
       streamRead: options.streamReadHandler !== 'grpc-js' ? registerSubscription : null,
@@ -231,7 +241,7 @@ export async function startInMemoryKurrentDB(options: InMemoryKurrentDBOptions =
 
   return {
     get connectionString() {
-      return `kurrentdb://127.0.0.1:${port}?tls=false`;
+      return options.tls ? `kurrentdb://127.0.0.1:${port}?tls=true&tlsCAFile=${options.tls.caFile}` : `kurrentdb://127.0.0.1:${port}?tls=false`;
     },
     get port() {
       return port;
