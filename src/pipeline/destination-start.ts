@@ -47,10 +47,16 @@ function startAborted(error: unknown, guard: StartupGuard, address: string): unk
   return new StartupUnavailableError({ server: 'KurrentDB', address, waitedMs: Date.now() - guard.startedAt, reason: cause instanceof Error ? cause.message : null });
 }
 
-/** OpenSSL's reason (`…:SSL routines:ssl3_get_record:wrong version number:…` → `wrong version number`), else the message's first line. */
+/**
+ * OpenSSL's reason (`…:SSL routines:ssl3_get_record:wrong version number:…` → `wrong version
+ * number`), or the certificate check's (grpc-js: `No connection established. Last error: Error:
+ * unable to verify the first certificate. …` → `unable to verify the first certificate`), else the
+ * message's first line.
+ */
 function tlsReason(error: unknown): string {
   const text = error instanceof Error ? error.message : String(error);
-  return /SSL routines:[^:]*:([^:\n]+)/.exec(text)?.[1]?.trim() ?? text.split('\n')[0]!.replace(/^\d+ [A-Z_]+: /, '');
+  const reason = /SSL routines:[^:]*:([^:\n]+)/.exec(text)?.[1] ?? /Last error: (?:Error: )?([^.\n]+)/.exec(text)?.[1];
+  return reason?.trim() ?? text.split('\n')[0]!.replace(/^\d+ [A-Z_]+: /, '');
 }
 
 /**

@@ -264,6 +264,19 @@ export const START_UP_CASES: readonly CorpusCase[] = [
     },
   },
   {
+    name: 'a KurrentDB certificate the client does not trust (tls=true without tlsCAFile)',
+    tag: 'bi_kdb_ca',
+    stage: 'start-up',
+    env: (rig) => ({ EA_BI_KURRENTDB_URL: `kurrentdb://127.0.0.1:${rig.kdbTls.port}?tls=true` }),
+    expected: {
+      exitCode: 1,
+      code: 'DESTINATION_CONNECTION_FAILED',
+      what: /refused the connection: the TLS handshake failed \(unable to verify the first certificate\)/,
+      where: /KurrentDB at 127\.0\.0\.1:\d+ \(destination\.connectionString\)/,
+      fix: /fix: make the server's certificate trusted: tlsCAFile=<its CA file> in destination\.connectionString/,
+    },
+  },
+  {
     name: 'a missing publication',
     tag: 'bi_no_pub',
     stage: 'start-up',

@@ -13,6 +13,7 @@ import { startInMemoryKurrentDB, type InMemoryKurrentDB } from '../../src/testin
 import { createTestDatabase, type TestDatabase } from '../../src/testing/postgres.js';
 import { CORPUS_ITEM_TABLE } from '../support/corpus-mappers.js';
 import { dropRole } from '../support/roles.js';
+import { createTestCertificate } from '../support/tls-cert.js';
 import { startCli, type CliProcess } from './pipeline-rig.js';
 
 /** A configuration as TypeScript source: leaves are source text (`"'bi_x'"`, `'500'`), `null` removes a field. */
@@ -32,6 +33,8 @@ export interface CorpusRig {
   /** A second database on the same server (for a slot that belongs to another database). */
   readonly other: TestDatabase;
   readonly kdb: InMemoryKurrentDB;
+  /** A second in-memory KurrentDB serving TLS (a certificate signed by a CA made for the rig: test/support/tls-cert.ts). */
+  readonly kdbTls: InMemoryKurrentDB;
   /** The capture role's connection string (LOGIN REPLICATION, SELECT on the case tables). */
   readonly captureUrl: string;
   readonly password: string;
@@ -106,6 +109,7 @@ export async function createCorpusRig(): Promise<CorpusRig> {
   await db.query(`CREATE ROLE ${role} LOGIN REPLICATION PASSWORD '${password}'`);
   const kdb = await startInMemoryKurrentDB();
   const dir = mkdtempSync(join(tmpdir(), 'ea-bad-input-'));
+  const kdbTls = await startInMemoryKurrentDB({ tls: createTestCertificate(dir) });
   writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
   const contractsDir = join(dir, 'contracts');
   cpSync(join(process.cwd(), 'test/support/corpus-contracts'), contractsDir, { recursive: true });
@@ -128,6 +132,7 @@ export async function createCorpusRig(): Promise<CorpusRig> {
     db,
     other,
     kdb,
+    kdbTls,
     captureUrl,
     password,
     contractsDir,
@@ -200,6 +205,7 @@ export async function createCorpusRig(): Promise<CorpusRig> {
     async close() {
       await client?.dispose().catch(() => undefined);
       await kdb.close().catch(() => undefined);
+      await kdbTls.close().catch(() => undefined);
       await db.drop().catch(() => undefined);
       await other.drop().catch(() => undefined);
       await dropRole(role).catch(() => undefined);
