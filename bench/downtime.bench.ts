@@ -4,6 +4,7 @@
 //   EA_BENCH_DOWNTIME_STREAMS=20000 EA_BENCH_DOWNTIME_UPDATES=5000 EA_BENCH_DOWNTIME_ROUNDS=1 npm run bench:downtime
 //   EA_BENCH_DOWNTIME_BUILDS=before=.tmp/bench-build-base,after=.tmp/bench-build npm run bench:downtime
 //   EA_BENCH_DOWNTIME_LOG=.tmp/downtime.log …                  # keeps the assemblers' log
+//   EA_BENCH_TLS=1 …                                          # the server serves TLS (bench/lib/kurrentdb-server.ts)
 //
 // The orders table (test/support/orders) gets EA_BENCH_DOWNTIME_STREAMS orders in one bulk INSERT,
 // drained by the assembler (every order a stream in the in-memory KurrentDB, its own process).
@@ -129,7 +130,7 @@ const cpus = os.cpus();
 const now = new Date();
 const report = `# Restart after downtime: a backlog over streams the assembler does not know
 
-Command: \`${LIMITS ? `EA_BENCH_DOWNTIME_LIMITS='${JSON.stringify(LIMITS)}' ` : ''}EA_BENCH_DOWNTIME_STREAMS=${STREAMS} EA_BENCH_DOWNTIME_UPDATES=${UPDATES} EA_BENCH_DOWNTIME_ROUNDS=${ROUNDS} EA_BENCH_DOWNTIME_BUILDS=${BUILDS.map((b) => `${b.label}=${b.dir}`).join(',')} npm run bench:downtime\`
+Command: \`${process.env.EA_BENCH_TLS === '1' ? 'EA_BENCH_TLS=1 ' : ''}${LIMITS ? `EA_BENCH_DOWNTIME_LIMITS='${JSON.stringify(LIMITS)}' ` : ''}EA_BENCH_DOWNTIME_STREAMS=${STREAMS} EA_BENCH_DOWNTIME_UPDATES=${UPDATES} EA_BENCH_DOWNTIME_ROUNDS=${ROUNDS} EA_BENCH_DOWNTIME_BUILDS=${BUILDS.map((b) => `${b.label}=${b.dir}`).join(',')} npm run bench:downtime\`
 
 Machine: ${cpus.length} × ${cpus[0]?.model.trim() ?? 'unknown'}; Node ${process.version}, the assembler with \`${NODE_ARGS.join(' ')}\`; load average at the start ${loadAtStart.map((l) => l.toFixed(2)).join(' / ')}, at the end ${os.loadavg().map((l) => l.toFixed(2)).join(' / ')}.
 Run at ${now.toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${gitCommit()}.

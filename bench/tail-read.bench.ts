@@ -6,6 +6,7 @@
 // process's: reads/s and CPU µs per read (process.cpuUsage, all threads — the bridge's too).
 // It imports the sources (like sink.bench.ts), whatever EA_BENCH_FROM says:
 //   EA_BENCH_FROM=src node --import tsx bench/tail-read.bench.ts [streams=20000]
+// EA_BENCH_TLS=1: the server serves TLS (bench/lib/kurrentdb-server.ts), every path reads over it.
 // READS_SERIAL (default 2000) caps the reads at concurrency 1 (the bridge takes ~8 ms each).
 //
 // Measured 2026-12-01 (2 cores shared with another engineer's runs: load average 2.5–3.6, so
@@ -23,7 +24,8 @@
 // slower than on 2026-12-01 that day), reads/s and µs CPU/read, bridge | http2 | frames:
 //   concurrency 1:   909/s 522 µs | 2,604/s 311 µs | 5,263/s 103 µs
 //   concurrency 64:  5,644/s 170 µs | 4,905/s 141 µs | 9,955/s 24 µs
-// (bench/results/2026-12-03-framed-tail-reads.md).
+// (bench/results/2026-12-03-framed-tail-reads.md). Over TLS (EA_BENCH_TLS=1, 2026-12-03), at 64
+// in flight: 5,514/s 179 µs | 4,968/s 134 µs | 7,770/s 30 µs (bench/results/2026-12-03-tls.md).
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { BACKWARDS, END, KurrentDBClient } from '@kurrent/kurrentdb-client';
@@ -31,6 +33,7 @@ import streamsPb from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v
 import sharedPb from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v1/shared_pb.js';
 import { createH2AppendTransport } from '../src/sink/h2-append.js';
 import { createFramedTailReader, createH2TailReader } from '../src/sink/h2-read.js';
+import { transportOf } from '../src/sink/h2-transport.js';
 import { readerConnectionString } from '../src/sink/reader-connection.js';
 import { receiptToMetadata } from '../src/sink/receipt.js';
 import { encodeAppendRecordSized } from '../src/sink/v2-append.js';
@@ -48,8 +51,10 @@ const cpuMs = () => {
 
 console.log(`tail-read bench (sources through tsx): ${STREAMS} streams; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
 const server = await startKurrentDBProcess(0);
+const transport = transportOf(server.connectionString);
+console.log(`connection: ${transport.scheme === 'https' ? 'TLS' : 'plain text'}`);
 const writer = KurrentDBClient.connectionString(server.connectionString);
-const append = createH2AppendTransport(writer)!;
+const append = createH2AppendTransport(writer, transport)!;
 
 // One event per stream with the metadata the pipeline writes (~20 string keys, the receipt's included).
 const streams = Array.from({ length: STREAMS }, (_, i) => `invoice-${i}-${randomUUID().slice(0, 8)}`);
@@ -80,14 +85,14 @@ const viaBridge: ReadTail = async (stream) => {
   return null;
 };
 const h2Client = KurrentDBClient.connectionString(server.connectionString);
-const reader = createH2TailReader(h2Client)!;
+const reader = createH2TailReader(h2Client, transport)!;
 const viaH2: ReadTail = async (stream) => {
   const tail = await reader.readTail(stream);
   return tail.kind === 'event' ? { revision: tail.revision } : null;
 };
 
 const framedClient = KurrentDBClient.connectionString(server.connectionString);
-const framedReader = createFramedTailReader(framedClient)!;
+const framedReader = createFramedTailReader(framedClient, { transport })!;
 const viaFrames: ReadTail = async (stream) => {
   const tail = await framedReader.readTail(stream);
   if (!tail) throw new Error('the framed reader gave a read back');

@@ -5,11 +5,16 @@
  *   node --import tsx bench/lib/kurrentdb-server.ts <appendLatencyMs>
  *
  * Prints one JSON line `{ "connectionString": … }` when listening; exits on SIGTERM or when its
- * parent's stdin closes. The server is the one bench/lib/subject.ts loads (the bench build, or the
+ * parent's stdin closes. EA_BENCH_TLS=1: it serves TLS with a certificate made for the run
+ * (test/support/tls-cert.ts, in a temp dir removed at exit), the connection string naming its CA.
+ * The server is the one bench/lib/subject.ts loads (the bench build, or the
  * sources), unless EA_BENCH_SERVER_MODULE names another module exporting `startInMemoryKurrentDB`
  * (a path or file URL: an older build, for before/after comparisons — bench/server-cpu.bench.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { pathToFileURL, fileURLToPath } from 'node:url';
 import type * as KurrentModule from '../../src/testing/kurrentdb/index.js';
 
@@ -53,8 +58,14 @@ if (isMain) {
   const { startInMemoryKurrentDB } = (
     override ? await import(override.startsWith('file:') ? override : pathToFileURL(override).href) : await import('./subject.js')
   ) as Pick<typeof KurrentModule, 'startInMemoryKurrentDB'>;
-  const db = await startInMemoryKurrentDB({ appendLatencyMs: Number(process.argv[2] ?? 0) });
-  const shutdown = () => void db.close().then(() => process.exit(0));
+  const tlsDir = process.env.EA_BENCH_TLS === '1' ? mkdtempSync(path.join(os.tmpdir(), 'ea-bench-tls-')) : null;
+  const { createTestCertificate } = await import('../../test/support/tls-cert.js');
+  const db = await startInMemoryKurrentDB({ appendLatencyMs: Number(process.argv[2] ?? 0), ...(tlsDir ? { tls: createTestCertificate(tlsDir) } : {}) });
+  const shutdown = () =>
+    void db.close().then(() => {
+      if (tlsDir) rmSync(tlsDir, { recursive: true, force: true });
+      process.exit(0);
+    });
   process.once('SIGTERM', shutdown);
   process.stdin.on('end', shutdown);
   process.stdin.resume();
