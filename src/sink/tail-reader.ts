@@ -2,13 +2,12 @@
  * Reads what the sink needs to know of a stream: its last event (revision, id, type, metadata
  * with the receipt), the events of one unit at its end, and the log's head.
  *
- * Tails go first on a hand-framed HTTP/2 connection (h2-read.ts
- * `createFramedTailReader`: a sixth of the CPU per read), which answers what the response's
- * messages prove; the rest, as one plain HTTP/2 request each (0.4 ms a read one at a time, where
- * the bridge takes milliseconds) or through the client's native bridge. Everything else goes
- * through the bridge. A bridge whose first connection attempt failed keeps answering UNAVAILABLE after
- * the server is back (seen with client 1.3.1), so after such an answer the next read uses a fresh
- * client. Errors are the client's (the sink branches on their `type`); waiting out outages is the
+ * Tails go first on a hand-framed HTTP/2 connection (h2-read.ts `createFramedTailReader`: a
+ * sixth of the CPU per read), which answers what the response's messages prove; the rest, as one
+ * HTTP/2 request each (0.4 ms a read one at a time, where the bridge takes milliseconds) or
+ * through the client's native bridge. Everything else goes through the bridge. A bridge whose
+ * first connection attempt failed keeps answering UNAVAILABLE after the server is back (seen
+ * with client 1.3.1), so after such an answer the next read uses a fresh client. Errors are the client's (the sink branches on their `type`); waiting out outages is the
  * caller's (`retrying`).
  */
 import { BACKWARDS, END, KurrentDBClient } from '@kurrent/kurrentdb-client';
@@ -48,9 +47,10 @@ function errorType(error: unknown): string | undefined {
 const BRIDGE_FROM_IN_FLIGHT = 16;
 
 /**
- * The sink's reader. A tail read goes first as frames on a connection of its own (plain text or
- * TLS as the connection string says: h2-transport.ts) (`createFramedTailReader`, bench/tail-read.bench.ts: 24 against 140–170 µs of CPU per read
- * at 64 in flight); what that gives back (`null`) goes as one HTTP/2 request through
+ * The sink's reader. A tail read goes first as frames on a connection of its own, plain text or
+ * TLS as the connection string says (h2-transport.ts; `createFramedTailReader`,
+ * bench/tail-read.bench.ts: 24 against 140–170 µs of CPU per read at 64 in flight, 30 against
+ * 134–179 over TLS); what that gives back (`null`) goes as one HTTP/2 request through
  * `client` (the appending client: its channel and credentials) while few are in flight — 0.4 ms
  * where the bridge takes several — and through the bridge when many are: the bridge does its I/O
  * on a thread of its own, and with many reads in flight it reads as many per second or more
