@@ -55,7 +55,8 @@
 // EA_CRASH_KILLS (default 6 — three mid-snapshot, one each of mid-append, unacknowledged and
 // mid-bulk — so that the file stays near 2 minutes of a 2-core machine's `npm test`; 10 or more
 // for a heavier run: with 10 it took ≈ 235 s), EA_CRASH_SNAPSHOT_KILLS (of those, mid-snapshot; default min(3, ⌈kills / 2⌉)),
-// EA_CRASH_SEED (default: time-based; printed, so a failing run can be repeated), EA_CRASH_RATE
+// EA_CRASH_SEED (default: time-based; printed, so a failing run can be repeated; EA_CRASH_KEEP_LOG=<prefix>
+// keeps a failing scenario's whole assembler log), EA_CRASH_RATE
 // (workload transactions per second, default 200 — about what the assembler appends here, so
 // kills fall while the source is still being written; 0 = unlimited). Seeded before the first
 // start: max(200, transactions / 4) customers with 0–3 invoices each (≈ 1.5 invoices, 2.6 lines,
@@ -337,6 +338,11 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
           throw new Error(`the assembler exited on its own (code ${exit?.code}, signal ${exit?.signal})`);
         }
       };
+      /** Whether the running process's sink last said it reads a stream's tail before appending to it first (docs/bulk-transactions.md). */
+      const readsTailsFirst = async (): Promise<boolean> => {
+        const text = (await fs.readFile(logFile)).subarray(logOffset).toString('utf8');
+        return text.lastIndexOf('"msg":"kurrentdb sink: first touches read') > text.lastIndexOf('"msg":"kurrentdb sink: first touches append optimistically');
+      };
       /** Starts a process and waits for its logged start-up decision (`snapshot: decision`). */
       const start = async (): Promise<StartDecision> => {
         logOffset = await fs.stat(logFile).then((s) => s.size, () => 0);
@@ -596,12 +602,14 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
         // with the workload, so near its end nothing else would be in flight to aim a kill at.
         let kicker: { stop(): Promise<number> } | null = startLiveCustomers(db.connectionString, LIVE_CUSTOMER_RATE, createPrng(scenario.seed + 11), 'kick_cus_');
         cleanups.push(async () => void (await kicker?.stop()));
+        /** The destination's last commit when the running process started (see the mid-append kill). */
+        let replayedUpTo = progress().maxCommitLsn;
         for (let i = 0; i < plan.kinds.length; i++) {
           const n = kills.length + 1;
           const kind = plan.kinds[i]!;
           const target = base + plan.targets[i]!;
           // This process must be past start-up and appending before it is killed.
-          const { events: atStart, maxCommitLsn: commitAtStart } = progress();
+          const atStart = progress().events;
           await waitFor(`the assembler (pid ${child!.pid}) to append after its start`, async () => (await alive(), progress().events > atStart), { timeoutMs: STALL_MS, intervalMs: 25 });
           await waitForEvents(target, `waiting for the destination to hold ${target} events (kill ${n})`);
 
@@ -611,13 +619,20 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
           } else if (kind === 'mid-append') {
             // A start first replays what the slot had not acknowledged — after a mid-bulk or an
             // unacknowledged kill, thousands of events already in KurrentDB. Appends of those add
-            // nothing when they land, so a kill aimed at one cannot show an append landing after
-            // it: aim past the replay, once a commit new to the destination is durable.
+            // nothing when they land (the server finds them written, or refuses a stale expected
+            // revision: a call that re-sends a bulk slice already there fails whole), so a kill
+            // aimed at one cannot show an append landing after it. Newer commits are appended
+            // meanwhile (a bulk transaction's slices are re-sent beside them), so aim once the
+            // replay is over: the slot has confirmed everything KurrentDB held at this start.
             await waitFor(
-              `the assembler (pid ${child!.pid}) to append a commit past those already in KurrentDB at its start`,
-              async () => (await alive(), progress().maxCommitLsn > commitAtStart),
+              `the assembler (pid ${child!.pid}) to acknowledge everything KurrentDB held at its start`,
+              async () => (await alive(), (await confirmedFlush()) > replayedUpTo),
               { timeoutMs: STALL_MS, intervalMs: 25 },
             );
+            // And while its sink reads a stream's tail before the first append to it: appending
+            // optimistically (as if new) to a stream it has not seen since its start, it sends a
+            // call that fails whole on the first existing stream — the call the kill would find.
+            await waitFor(`the assembler (pid ${child!.pid}) to read tails before first appends`, async () => (await alive(), await readsTailsFirst()), { timeoutMs: STALL_MS, intervalMs: 25 });
             await killWindow(() => progress().events);
             const { eventsAtKill, landed } = await killAndLand();
             const confirmed = await confirmedFlush();
@@ -646,6 +661,10 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
             };
           }
           await logKill(record);
+          // What the next process replays: everything in KurrentDB once the appends in flight at
+          // the kill have landed (an unacknowledged kill does not wait for them above).
+          await waitFor('appends in flight at the kill to land', () => kurrent.pendingStreams().length === 0, { timeoutMs: 10_000, intervalMs: 5 });
+          replayedUpTo = progress().maxCommitLsn;
           decision = await start();
         }
 
@@ -717,6 +736,9 @@ describe('the assembler survives SIGKILL at random points, mid-snapshot included
       } catch (error) {
         // The child's log says what it was doing; the temp directory goes away with the cleanup.
         if (error instanceof Error) error.message += `\n--- assembler log (tail) ---\n${await tailOf(logFile)}`;
+        // EA_CRASH_KEEP_LOG=<prefix>: the whole log, as <prefix>-<multi|per>.log.
+        const keep = process.env['EA_CRASH_KEEP_LOG'];
+        if (keep) await fs.copyFile(logFile, `${keep}-${scenario.multiStreamAppend ? 'multi' : 'per'}.log`).catch(() => undefined);
         throw error;
       }
     });
