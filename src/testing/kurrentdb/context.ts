@@ -34,6 +34,8 @@ export interface WritePath {
   setLatency(ms: number): void;
   /** The streams of the writes received and not yet applied (or failed), one entry per write and stream. */
   pendingStreams(): string[];
+  /** The same, one entry per write: its streams. */
+  pendingWrites(): string[][];
   failNext(count: number, kind: InjectedFailureKind, options?: InjectedFailureOptions): void;
 }
 
@@ -44,13 +46,20 @@ export function createWritePath(initialLatencyMs: number): WritePath {
   let failAfterWrite = false;
   let tail: Promise<unknown> = Promise.resolve();
   const pendingStreams = new Map<string, number>();
+  /** Per write in flight (a token of its own), its streams. */
+  const pendingWrites = new Map<object, readonly string[]>();
 
   return {
     pendingStreams() {
       return [...pendingStreams].flatMap(([stream, n]) => Array.from({ length: n }, () => stream));
     },
+    pendingWrites() {
+      return [...pendingWrites.values()].map((streams) => [...streams]);
+    },
     applyWrite<T>(apply: () => T, streams: readonly string[] = []): Promise<T> {
       for (const s of streams) pendingStreams.set(s, (pendingStreams.get(s) ?? 0) + 1);
+      const write = {};
+      pendingWrites.set(write, streams);
       // Latency is paid concurrently (like a pipelined fsync), application happens in order.
       const delay = latencyMs > 0 ? new Promise<void>((resolve) => setTimeout(resolve, latencyMs)) : Promise.resolve();
       const run = tail.then(
@@ -62,6 +71,7 @@ export function createWritePath(initialLatencyMs: number): WritePath {
           if (n > 0) pendingStreams.set(s, n);
           else pendingStreams.delete(s);
         }
+        pendingWrites.delete(write);
         if (failuresLeft === 0) return apply();
         failuresLeft -= 1;
         if (failAfterWrite) apply();

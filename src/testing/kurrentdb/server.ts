@@ -99,6 +99,8 @@ export interface InMemoryKurrentDB {
    * written — what a crash test aims at for "mid-append".
    */
   pendingStreams(): string[];
+  /** The same, one entry per write (its streams): how many writes a kill would leave in flight. */
+  pendingWrites(): string[][];
   /** Every event of a stream as stored (including those hidden by `$tb`/`$maxCount`), no gRPC. */
   readStreamEvents(stream: string): ReadonlyArray<StoredEvent>;
   /** Names of all streams holding at least one record, including `$$` metadata streams. */
@@ -265,6 +267,9 @@ export async function startInMemoryKurrentDB(options: InMemoryKurrentDBOptions =
     },
     pendingStreams() {
       return writePath.pendingStreams();
+    },
+    pendingWrites() {
+      return writePath.pendingWrites();
     },
     readStreamEvents(stream) {
       return store.streamEvents(stream).map(({ id, type, revision, data, metadata, contentType, position }) => ({
