@@ -16,7 +16,9 @@
 //   decision is `resume-snapshot`, generation 1; the progress record keeps generation, slot and
 //   consistent point; the tables unfinished at the first kill end with a `maxKey`, which only the
 //   incremental reader sets).
-// - mid-append: while appends are in flight (they land after the process died);
+// - mid-append: while appends are in flight (they land after the process died) — aimed once the
+//   start's replay is acknowledged, at two business writes in flight or one that only creates
+//   streams, so that one lands events (a multi-stream call with a stale expected revision lands none);
 // - unacknowledged: between a durable append and the slot's acknowledgement (chosen when the
 //   destination holds a commit the slot has not confirmed);
 // - mid-bulk (one of the streaming kills): a bulk transaction — EA_CRASH_BULK new customers
