@@ -45,19 +45,17 @@ export function createWritePath(initialLatencyMs: number): WritePath {
   let failureKind: InjectedFailureKind = 'unavailable';
   let failAfterWrite = false;
   let tail: Promise<unknown> = Promise.resolve();
-  const pendingStreams = new Map<string, number>();
-  /** Per write in flight (a token of its own), its streams. */
+  /** Per write received and not yet applied (a token of its own), its streams. */
   const pendingWrites = new Map<object, readonly string[]>();
 
   return {
     pendingStreams() {
-      return [...pendingStreams].flatMap(([stream, n]) => Array.from({ length: n }, () => stream));
+      return [...pendingWrites.values()].flat();
     },
     pendingWrites() {
       return [...pendingWrites.values()].map((streams) => [...streams]);
     },
     applyWrite<T>(apply: () => T, streams: readonly string[] = []): Promise<T> {
-      for (const s of streams) pendingStreams.set(s, (pendingStreams.get(s) ?? 0) + 1);
       const write = {};
       pendingWrites.set(write, streams);
       // Latency is paid concurrently (like a pipelined fsync), application happens in order.
@@ -66,11 +64,6 @@ export function createWritePath(initialLatencyMs: number): WritePath {
         () => delay,
         () => delay,
       ).then(() => {
-        for (const s of streams) {
-          const n = (pendingStreams.get(s) ?? 1) - 1;
-          if (n > 0) pendingStreams.set(s, n);
-          else pendingStreams.delete(s);
-        }
         pendingWrites.delete(write);
         if (failuresLeft === 0) return apply();
         failuresLeft -= 1;
