@@ -80,31 +80,27 @@ export function encodeHeaderBlock(headers: readonly (readonly [string, string])[
   return Buffer.from(bytes);
 }
 
-function frame(type: number, flags: number, stream: number, payload: Buffer | null): Buffer {
+/** Writes a frame (its 9-byte header, then `payload`) into `out` at `at`; returns the offset after it. */
+function putFrame(out: Buffer, at: number, type: number, flags: number, stream: number, payload: Buffer | null): number {
   const length = payload?.length ?? 0;
-  const out = Buffer.allocUnsafe(9 + length);
-  out.writeUIntBE(length, 0, 3);
-  out[3] = type;
-  out[4] = flags;
-  out.writeUInt32BE(stream, 5);
-  payload?.copy(out, 9);
+  out.writeUIntBE(length, at, 3);
+  out[at + 3] = type;
+  out[at + 4] = flags;
+  out.writeUInt32BE(stream, at + 5);
+  payload?.copy(out, at + 9);
+  return at + 9 + length;
+}
+
+function frame(type: number, flags: number, stream: number, payload: Buffer | null): Buffer {
+  const out = Buffer.allocUnsafe(9 + (payload?.length ?? 0));
+  putFrame(out, 0, type, flags, stream, payload);
   return out;
 }
 
 /** One request's HEADERS (END_HEADERS) and DATA (END_STREAM) frames, written into one buffer. */
 function requestFrames(stream: number, headerBlock: Buffer, body: Buffer): Buffer {
   const out = Buffer.allocUnsafe(18 + headerBlock.length + body.length);
-  const header = (at: number, length: number, type: number, flags: number): void => {
-    out.writeUIntBE(length, at, 3);
-    out[at + 3] = type;
-    out[at + 4] = flags;
-    out.writeUInt32BE(stream, at + 5);
-  };
-  header(0, headerBlock.length, HEADERS, END_HEADERS);
-  headerBlock.copy(out, 9);
-  const data = 9 + headerBlock.length;
-  header(data, body.length, DATA, END_STREAM);
-  body.copy(out, data + 9);
+  putFrame(out, putFrame(out, 0, HEADERS, END_HEADERS, stream, headerBlock), DATA, END_STREAM, stream, body);
   return out;
 }
 
