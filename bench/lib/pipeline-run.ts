@@ -4,7 +4,7 @@
  * commit-to-append latency at a steady rate, observed by a subscriber to the destination.
  */
 import { fileURLToPath } from 'node:url';
-import { KurrentDBClient, streamNameFilter, END } from '@kurrent/kurrentdb-client';
+import { KurrentDBClient, streamNameFilter, START } from '@kurrent/kurrentdb-client';
 import { mappers } from '../../examples/invoicing/index.js';
 import type { Assembler } from '../../src/pipeline/index.js';
 import type { Sink } from '../../src/sink/index.js';
@@ -94,37 +94,46 @@ export async function drainPipeline(target: PipelineTarget, markLsn: string, las
   }
 }
 
-export interface LatencyProbe {
-  /** Commit time (from event metadata) to the event reaching a subscriber, in ms, one per event. */
-  readonly samples: number[];
-  stop(): Promise<void>;
-}
-
-/** Subscribes to `$all` (streams starting with `prefix`) from the end and records commit → delivery for each event. */
-export async function probeCommitToAppend(connectionString: string, prefix: string): Promise<LatencyProbe> {
+/**
+ * Commit → durable of every event in streams starting with `prefix`, in ms, in the destination's
+ * log order: the time the destination stored the event (its `created`, which the server sets when
+ * it commits the append) minus `source.commitTime` in the event's metadata (same machine, same
+ * clock). Read once the run is over, by a catch-up subscription to `$all` from the start (not a
+ * read: the client's native reader gives `created` in whole seconds), so nothing observes the run
+ * while it runs — a live subscriber cost the 2 cores ≈ 0.2 of one at 5,000 events/s. Resolves
+ * when `expected` events were seen, or after `timeoutMs`; `drainSeconds` is how long that took.
+ */
+export async function commitToDurable(connectionString: string, prefix: string, expected: number, timeoutMs: number): Promise<{ samples: number[]; drainSeconds: number }> {
   const client = KurrentDBClient.connectionString(connectionString);
+  const started = Date.now();
   const samples: number[] = [];
-  const subscription = client.subscribeToAll({ fromPosition: END, filter: streamNameFilter({ prefixes: [prefix] }) });
-  const confirmed = new Promise<void>((resolve) => subscription.once('confirmation', () => resolve()));
-  subscription.on('data', (resolved) => {
-    const event = resolved.event;
-    if (!event) return;
-    const now = Date.now();
-    let metadata = event.metadata as unknown;
-    if (metadata instanceof Uint8Array) metadata = JSON.parse(Buffer.from(metadata).toString('utf8'));
-    const commitTime = (metadata as Record<string, string> | undefined)?.['source.commitTime'];
-    const committed = commitTime ? Date.parse(commitTime) : Number.NaN;
-    if (Number.isFinite(committed)) samples.push(now - committed);
-  });
-  subscription.on('error', () => undefined);
-  await Promise.race([confirmed, new Promise((resolve) => setTimeout(resolve, 5_000))]);
-  return {
-    samples,
-    async stop() {
-      await subscription.unsubscribe().catch(() => undefined);
-      await client.dispose().catch(() => undefined);
-    },
-  };
+  const subscription = client.subscribeToAll({ fromPosition: START, filter: streamNameFilter({ prefixes: [prefix] }) });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      subscription.on('error', (error) => {
+        clearTimeout(timer);
+        reject(error);
+      });
+      subscription.on('data', (resolved) => {
+        const event = resolved.event;
+        if (!event) return;
+        let metadata = event.metadata as unknown;
+        if (metadata instanceof Uint8Array) metadata = JSON.parse(Buffer.from(metadata).toString('utf8'));
+        const commitTime = (metadata as Record<string, string> | undefined)?.['source.commitTime'];
+        const committed = commitTime ? Date.parse(commitTime) : Number.NaN;
+        if (Number.isFinite(committed)) samples.push(event.created.getTime() - committed);
+        if (samples.length >= expected) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
+    return { samples, drainSeconds: (Date.now() - started) / 1000 };
+  } finally {
+    await subscription.unsubscribe().catch(() => undefined);
+    await client.dispose().catch(() => undefined);
+  }
 }
 
 /** The largest value (`Math.max(...values)` overflows the stack past ~100,000 values: a soak has millions). */
