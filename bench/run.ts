@@ -19,16 +19,16 @@
 //    each process — this one (where the consumers run), the walsender, the in-memory KurrentDB.
 // 3. Commit-to-append latency at steady rates (EA_BENCH_RATES, default "5000,1000,100" transactions/s,
 //    each for EA_BENCH_LATENCY_SECONDS, default 20, after 2,000 warm-up transactions): the assembler with the in-memory KurrentDB runs, and
-//    a driver process (bench/lib/latency-driver.ts, off the assembler's event loop) writes the
-//    invoices at that rate and subscribes to the destination, noting for each event its arrival
-//    time minus the commit time in its metadata (same machine, same clock); the assembler's own
+//    a driver process (bench/lib/latency-driver.ts) has PostgreSQL commit the invoices at that rate
+//    (a DO block), then reads every event back from the destination: its commit time there minus
+//    the source commit time in its metadata (same machine, same clock); the assembler's own
 //    commit → durable percentiles are reported next to it.
 // 4. Snapshots end to end (bench/lib/snapshot-runs.ts) over EA_BENCH_SNAPSHOT_ROWS invoices (default
 //    200,000; 0 skips them) and a tenth as many customers, into the in-memory KurrentDB at
 //    EA_BENCH_SNAPSHOT_APPEND_MS (default 1) per append: the initial snapshot, and an ad hoc
 //    (incremental) snapshot while a paced writer commits EA_BENCH_SNAPSHOT_WRITER_RATE (default 200)
 //    invoices per second for EA_BENCH_SNAPSHOT_WRITER_SECONDS (default 15): rows/s, CPU per row,
-//    the writer's commit → seen latency.
+//    the writer's commit → durable latency.
 //
 // Prints a markdown report and writes bench/results/<date>-e2e.md (EA_BENCH_WRITE=0: prints only).
 // EA_BENCH_DEBUG=1 also logs the latency runs' slow samples (index in arrival order: ms).
@@ -119,10 +119,10 @@ try {
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
       const count = Math.round(rate * LATENCY_SECONDS);
-      // Writer and subscriber run in a process of their own (latency-driver.ts): not on the assembler's event loop.
+      // The writer runs in PostgreSQL, its driver in a process of its own (latency-driver.ts): not on the assembler's event loop.
       const driven = await runLatencyDriver({ connection: db.connection, kurrentdb: kurrent.connectionString, count, rate, prefix: `l${rate}x` });
-      // The first two seconds are the paced writer's ramp (new connections; the machine's 2 cores
-      // saturate briefly): left out, at most a tenth of the samples.
+      // The first two seconds are the paced writer's ramp (the machine's 2 cores saturate briefly):
+      // left out, at most a tenth of the samples.
       const steady = driven.samples.slice(Math.min(2 * rate, Math.floor(driven.samples.length / 10)));
       if (process.env.EA_BENCH_DEBUG) log(`slow samples (index:ms): ${driven.samples.map((v, i) => [i, v]).filter(([, v]) => v! > 300).map(([i, v]) => `${i}:${v}`).filter((_, k, all) => k % 20 === 0 || k === all.length - 1).slice(0, 60).join(" ")}`);
       // The assembler's own percentiles cover its last 10,000 transactions: with fewer paced ones,

@@ -12,8 +12,8 @@
 // EA_BENCH_SOAK_MINUTES × EA_BENCH_SOAK_SCALE. Every EA_BENCH_SOAK_SAMPLE_SECONDS (10, scaled,
 // at least 1) it prints this process's RSS and heap (the assembler; the bench's own share is a
 // polling loop) and the server's RSS; at the end, the growth from the end of the warm-up (the first
-// fifth) to the end, and the writer's commit → seen latency. The load average is read before
-// anything starts. EA_BENCH_WRITE=1 also writes bench/results/<date>-soak.md.
+// fifth) to the end, and the writer's commit → durable latency (read back from the destination
+// after the run). The load average is read before anything starts. EA_BENCH_WRITE=1 also writes bench/results/<date>-soak.md.
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { startEmbeddedPostgres } from '../src/testing/postgres.js';
@@ -122,7 +122,7 @@ ${samples.map((s) => `| ${s.seconds.toFixed(0)} | ${s.rssMiB.toFixed(0)} | ${s.h
 
 The last row is taken after the writer's result (${latency?.seen.toLocaleString('en-US') ?? '—'} latency samples) was parsed in this process: it is not counted below.
 After warm-up (t ≥ ${warm.seconds.toFixed(0)} s, until the writer finished at t = ${last.seconds.toFixed(0)} s): RSS ${warm.rssMiB.toFixed(0)} → ${last.rssMiB.toFixed(0)} MiB (${(growth * 100).toFixed(1)} %; target < 10 %), peak ${peak.toFixed(0)} MiB.
-Writer: ${latency ? `${latency.seen.toLocaleString('en-US')} events seen; commit → seen p50 ${latency.p50} ms, p99 ${latency.p99} ms, max ${latency.max} ms; ${latency.late} commits behind schedule (> 100 ms); wrote for ${latency.writeSeconds.toFixed(1)} s` : 'no result'}.
+Writer: ${latency ? `${latency.seen.toLocaleString('en-US')} events read back; commit → durable p50 ${latency.p50} ms, p99 ${latency.p99} ms, max ${latency.max} ms; ${latency.late} commits behind schedule (> 100 ms); wrote for ${latency.writeSeconds.toFixed(1)} s` : 'no result'}.
 `;
 console.log(report);
 if (process.env.EA_BENCH_WRITE === '1') log(`written ${writeResult('soak', report, now)}`);

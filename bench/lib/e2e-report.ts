@@ -60,7 +60,7 @@ function runsTable(input: E2eReportInput): string {
 function latencyTable(input: E2eReportInput): string {
   if (input.latencies.length === 0) return '(latency runs skipped: EA_BENCH_LATENCY_SECONDS=0)';
   return [
-    `| rate (transactions/s) | transactions | events seen | commit → seen p50 | p99 | max | commit → durable p50 (assembler) | p99 | writer behind schedule (>100 ms) | seconds after the last write until all seen |`,
+    `| rate (transactions/s) | transactions | events read back | commit → durable p50 (destination) | p99 | max | commit → durable p50 (assembler) | p99 | writer behind schedule (>100 ms) | seconds after the last write until all were read back |`,
     `|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|`,
     ...input.latencies.map(
       (l) =>
@@ -73,7 +73,7 @@ function snapshotTable(input: E2eReportInput): string {
   if (input.snapshots.length === 0) return '(snapshot runs skipped: EA_BENCH_SNAPSHOT_ROWS=0)';
   const us = (seconds: number | null, rows: number) => (seconds === null ? '—' : fmt((seconds * 1e6) / rows));
   return [
-    '| snapshot | rows | events | seconds | rows/s | CPU µs/row: bench process ¹ | walsender | in-memory KurrentDB | paced writer: rate, commit → seen p50 / p99 / max |',
+    '| snapshot | rows | events | seconds | rows/s | CPU µs/row: bench process ¹ | walsender | in-memory KurrentDB | paced writer: rate, commit → durable p50 / p99 / max |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---|',
     ...input.snapshots.map(
       (s) =>
@@ -94,7 +94,7 @@ export function e2eReport(input: E2eReportInput): string {
     '',
     runsTable(input),
     '',
-    'Commit-to-append latency (assembler → in-memory KurrentDB at 0 ms). "Seen": a `$all` subscriber in a separate process (with the paced writer, 8 connections) notes arrival − commit time, first two seconds left out; "durable (assembler)": the pipeline\'s own measure when each append resolves (its last 10,000 transactions):',
+    'Commit-to-append latency (assembler → in-memory KurrentDB at 0 ms). The writer commits each transaction on its schedule inside PostgreSQL (one DO block); "destination": each event\'s commit time in the destination (`created`) − its source commit time, read back from `$all` after the run, first two seconds left out; "assembler": the pipeline\'s own measure when each append resolves (its last 10,000 transactions):',
     '',
     latencyTable(input),
     ...(input.latencies.some((l) => Number.isNaN(l.assemblerP50))

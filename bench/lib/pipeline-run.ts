@@ -1,7 +1,7 @@
 /**
  * The assembler (`createAssembler`) draining a pre-written slot, timed from creation until the
  * slot has been told the last transaction is durable (`status().lag.acknowledgedLsn`), and the
- * commit-to-append latency at a steady rate, observed by a subscriber to the destination.
+ * commit → durable of each event, read back from the destination after a run.
  */
 import { fileURLToPath } from 'node:url';
 import { KurrentDBClient, streamNameFilter, START } from '@kurrent/kurrentdb-client';

@@ -10,7 +10,7 @@
  *   stream), the assembler streaming (`snapshot: never`), then an ad hoc snapshot requested
  *   through the WAL (as `event-assembler snapshot` does) while the latency driver
  *   (latency-driver.ts, a process of its own) writes invoices at `writerRate` per second — timed
- *   from the request to the generation finished; the writer's commit → seen latency alongside.
+ *   from the request to the generation finished; the writer's commit → durable latency alongside.
  * Each with the CPU of this process (the assembler), the walsender and the server (cpu-watch.ts).
  */
 import pg from 'pg';
@@ -33,7 +33,7 @@ export interface SnapshotRun {
   readonly events: number;
   readonly seconds: number;
   readonly cpu: RunCpu;
-  /** Incremental: the paced writer alongside (commit → seen by a subscriber, ms; first two seconds left out). */
+  /** Incremental: the paced writer alongside (commit → durable, ms, read back from the destination; first two seconds left out). */
   readonly writer: { readonly rate: number; readonly transactions: number; readonly p50: number; readonly p99: number; readonly max: number; readonly late: number; readonly writeSeconds: number } | null;
 }
 
