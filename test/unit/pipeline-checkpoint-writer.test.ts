@@ -1,7 +1,7 @@
 // The checkpoint writer: record the durable prefix in the checkpoint stream, then — and only then — acknowledge it to the slot.
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createRedactor } from '../../src/config/redact.js';
-import { checkpointEvent, createCheckpointWriter, type CheckpointTarget } from '../../src/pipeline/checkpoint-writer.js';
+import { CHECKPOINT_MIN_INTERVAL_MS, checkpointEvent, createCheckpointWriter, type CheckpointTarget } from '../../src/pipeline/checkpoint-writer.js';
 import { silentLogger } from '../../src/pipeline/logger.js';
 import { createRunControl, type RunControl } from '../../src/pipeline/run-control.js';
 import type { AppendOutcome, KurrentDBSink, SinkBatch } from '../../src/sink/index.js';
@@ -70,7 +70,8 @@ function fakeSource(status: Partial<SourceStatus> = {}) {
 /** Lets every settled promise's reactions run (no timers involved). */
 const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
-function rig(options: { sink?: boolean; pending?: number; status?: Partial<SourceStatus> } = {}) {
+/** `minIntervalMs` defaults to 0 here: the tests outside "the interval between records" are about order, not pace. */
+function rig(options: { sink?: boolean; pending?: number; status?: Partial<SourceStatus>; minIntervalMs?: number } = {}) {
   const sink = fakeSink();
   const source = fakeSource(options.status);
   const control: RunControl = createRunControl(silentLogger, createRedactor());
@@ -82,6 +83,7 @@ function rig(options: { sink?: boolean; pending?: number; status?: Partial<Sourc
     sink: () => (options.sink === false ? null : sink.sink),
     source: () => source.source,
     pending: () => pending,
+    minIntervalMs: options.minIntervalMs ?? 0,
   });
   return { sink, source, control, writer, setPending: (n: number) => void (pending = n) };
 }
@@ -290,5 +292,79 @@ describe('checkpointEvent', () => {
     // The id does not depend on the timeline: a checkpoint re-written on the new timeline is the same record.
     expect(record.events[0]!.id).toBe(checkpointEvent('invoicing', 'ea_slot', { ...target('0/3000000', 745), checkpoint: checkpoint.replace(':2:', ':1:') }, false).events[0]!.id);
     expect(checkpointEvent('invoicing', 'ea_slot', target('0/200'), false).events[0]!.data).not.toHaveProperty('position.timeline');
+  });
+});
+
+describe('checkpoint writer: the interval between records', () => {
+  afterEach(() => vi.useRealTimers());
+  const fake = () => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+
+  it('starts at most one record per interval: targets that arrive within it wait, and only the newest is written', async () => {
+    fake();
+    const { sink, source, writer } = rig({ minIntervalMs: 50 });
+    writer.advance(target('0/100'));
+    sink.calls[0]!.resolve();
+    await settle();
+    expect(source.acknowledged).toEqual(['0/100']);
+
+    writer.advance(target('0/200'));
+    writer.advance(target('0/300'));
+    vi.advanceTimersByTime(49);
+    expect(sink.endLsns()).toEqual(['0/100']);
+    expect(source.acknowledged).toEqual(['0/100']); // nothing is acknowledged before it is recorded
+    vi.advanceTimersByTime(1);
+    expect(sink.endLsns()).toEqual(['0/100', '0/300']);
+
+    sink.calls[1]!.resolve();
+    await settle();
+    expect(source.acknowledged).toEqual(['0/100', '0/300']);
+    expect(writer.recordedLsn).toBe('0/300');
+  });
+
+  it('a record that took the interval or longer is followed at once', async () => {
+    fake();
+    const { sink, writer } = rig({ minIntervalMs: 50 });
+    writer.advance(target('0/100'));
+    writer.advance(target('0/200')); // while the first is in flight
+    vi.advanceTimersByTime(50);
+    sink.calls[0]!.resolve();
+    await settle();
+    expect(sink.endLsns()).toEqual(['0/100', '0/200']);
+  });
+
+  it('flush() writes a waiting target at once, and an idle checkpoint does not write past it meanwhile', async () => {
+    fake();
+    const { sink, source, writer } = rig({ minIntervalMs: 50 });
+    writer.advance(target('0/100'));
+    sink.calls[0]!.resolve();
+    await settle();
+    writer.advance(target('0/200'));
+
+    await writer.idle(); // the source reports 0/900 received and nothing in flight: still not written
+    expect(sink.endLsns()).toEqual(['0/100']);
+
+    const flushed = writer.flush();
+    expect(sink.endLsns()).toEqual(['0/100', '0/200']);
+    sink.calls[1]!.resolve();
+    await flushed;
+    expect(source.acknowledged).toEqual(['0/100', '0/200']);
+    vi.advanceTimersByTime(1_000);
+    expect(sink.calls).toHaveLength(2); // the cleared timer writes nothing later
+  });
+
+  it('defaults to 50 ms', async () => {
+    fake();
+    const sink = fakeSink();
+    const source = fakeSource();
+    const writer = createCheckpointWriter({ assembler: 'invoicing', slot: 'ea_slot', control: createRunControl(silentLogger, createRedactor()), sink: () => sink.sink, source: () => source.source, pending: () => 0 });
+    writer.advance(target('0/100'));
+    sink.calls[0]!.resolve();
+    await settle();
+    writer.advance(target('0/200'));
+    vi.advanceTimersByTime(CHECKPOINT_MIN_INTERVAL_MS - 1);
+    expect(sink.endLsns()).toEqual(['0/100']);
+    vi.advanceTimersByTime(1);
+    expect(sink.endLsns()).toEqual(['0/100', '0/200']);
+    expect(CHECKPOINT_MIN_INTERVAL_MS).toBe(50);
   });
 });
