@@ -145,7 +145,7 @@ export async function incrementalSnapshotRun(
     const snapshot = assembler.status().snapshot!;
     const paced = await driven;
     const steady = paced.samples.slice(Math.min(2 * writer.rate, Math.floor(paced.samples.length / 10)));
-    log(`incremental snapshot: ${snapshot.rows.toLocaleString('en-US')} rows, ${snapshot.events.toLocaleString('en-US')} events in ${seconds.toFixed(1)} s; writer p99 ${percentile(steady, 99)} ms`);
+    log(`incremental snapshot: ${snapshot.rows.toLocaleString('en-US')} rows, ${snapshot.events.toLocaleString('en-US')} events in ${seconds.toFixed(1)} s; writer p50 / p99 / max ${percentile(steady, 50)} / ${percentile(steady, 99)} / ${maxOf(steady)} ms`);
     return {
       kind: 'incremental',
       rows: snapshot.rows,

@@ -303,6 +303,7 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
     if (idleTimer) clearInterval(idleTimer);
     // The slot lost: no drain — appends of this stale state would race the new leader's; it re-sends them.
     if (!lostSlot) await drain(appender, checkpoints, control, log, config.lifecycle.drainTimeoutMs);
+    await snapshots.landing;
     await snapshots.incremental?.close().catch(() => undefined);
     await closeFirstChanges(snapshots.begin);
     snapshots.begin = null;

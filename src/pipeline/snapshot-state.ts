@@ -59,6 +59,8 @@ export interface SnapshotState {
   saveQueued: Promise<void> | null;
   /** Pin keys loaded at start-up: records the last process handed to the sink, durability unknown (snapshot-landed.ts). */
   readonly inheritedPins: Set<string>;
+  /** The incremental chunk landing meanwhile (transaction-router.ts); settled. The attempt waits for it before closing the store. */
+  landing: Promise<void>;
 }
 
 /** A table of a resumed initial snapshot, as the first-change rule needs it. */
@@ -85,7 +87,7 @@ export function createSnapshotState(): SnapshotState {
   return {
     store: null, stored: null, progress: null, incremental: null, info: null, requests: { queued: [], handled: [] },
     systemId: null, adHocStarting: false, counts: { rows: 0, events: 0 }, pinned: new Map(), sequence: 0, done: false,
-    begin: null, marks: [], storedMarks: [], saving: Promise.resolve(), saveQueued: null, inheritedPins: new Set(),
+    begin: null, marks: [], storedMarks: [], saving: Promise.resolve(), saveQueued: null, inheritedPins: new Set(), landing: Promise.resolve(),
   };
 }
 
@@ -179,20 +181,21 @@ export function pinRecords(state: SnapshotState, keys: readonly string[], lsn: L
 
 /**
  * Hands snapshot records to the sink (map → validate → lanes, bounded by the lanes' in-flight
- * limit) and resolves when all are durable. Before the first append their positions are
- * recorded with the progress, so a record read again after a crash keeps its position and
- * the sink's receipt recognises it (DESIGN invariant 3). Progress itself is saved by the caller,
- * which drops the pins with that save (the keys this gives, as its `covered`) or calls
- * {@link unpinRecords} after it. Gives the pin keys of the records handed to the sink.
+ * limit) and resolves once all are queued, with their pin keys and their durability (wrapped:
+ * not awaited here). Before the first append their positions are recorded with the progress,
+ * so a record read again after a crash keeps its position and the sink's receipt recognises it
+ * (DESIGN invariant 3). Progress itself is saved by the caller once they are durable, which
+ * drops the pins with that save (the keys this gives, as its `covered`) or calls
+ * {@link unpinRecords} after it.
  */
 export async function deliverSnapshotRecords(
   state: SnapshotState,
   deps: { readonly control: RunControl; readonly handler: Pick<TransactionHandler, 'handleUnit'>; readonly config: Pick<ResolvedConfig, 'name' | 'mappers' | 'destination'> },
   batch: { readonly records: readonly SnapshotRecord[]; readonly lsn: Lsn; readonly systemId: string; readonly progress: SnapshotProgress },
-): Promise<readonly string[]> {
+): Promise<{ readonly keys: readonly string[]; readonly durable: Promise<void> }> {
   const { lsn, systemId } = batch;
   let records = batch.records;
-  if (records.length === 0) return [];
+  if (records.length === 0) return { keys: [], durable: Promise.resolve() };
   // Each record's key text once (canonicalKey is a sort and a JSON text per call).
   let keyTexts = records.map((record) => canonicalKey(record.change.key));
   let keys = records.map((record, i) => pinKeyOf(record, keyTexts[i]!));
@@ -215,8 +218,8 @@ export async function deliverSnapshotRecords(
   }
   const positions = pinRecords(state, keys, lsn);
   await saveSnapshotProgress(state, () => state.progress ?? batch.progress);
-  await (await queueSnapshotRecords(state, deps, { records, positions, keys, keyTexts, systemId, kind: batch.progress.kind, unpin: false })).durable;
-  return keys;
+  const { durable } = await queueSnapshotRecords(state, deps, { records, positions, keys, keyTexts, systemId, kind: batch.progress.kind, unpin: false });
+  return { keys, durable };
 }
 
 /**

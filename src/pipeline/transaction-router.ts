@@ -7,7 +7,7 @@
  */
 import { readChanges, readChangesNow, type CommittedTransaction } from '../buffer/index.js';
 import { isHeartbeatOnly } from '../source/heartbeat.js';
-import type { IncrementalSnapshot } from '../source/snapshot/index.js';
+import type { ChunkSummary, IncrementalSnapshot } from '../source/snapshot/index.js';
 import type { Change, ChangeSequence, SnapshotRecord } from '../source/types.js';
 import { isLargeTransaction } from './slices.js';
 import { applyFirstChanges, skipMarked, tableFinished } from './snapshot-first-change.js';
@@ -73,15 +73,37 @@ async function handleWithWindow(deps: SnapshotDeps, tx: CommittedTransaction, in
       else if (output.kind === 'snapshot') records.push(output.record);
       else {
         const delivered = skipMarked(deps, records);
-        const keys = await deliverSnapshotRecords(deps.state, deps, { records: delivered, lsn: tx.commitLsn, systemId, progress: inc.progress() });
         records = [];
-        // The chunk's progress record is the first without its pins (one save per chunk, not two).
-        await inc.chunkDurable(output.chunk, keys);
-        unpinRecords(deps.state, delivered);
-        if (inc.progress().tables.find((t) => t.table === output.chunk.table)?.status === 'done') tableFinished(deps, output.chunk.table);
+        // Queued (after the pins' save) ahead of every later transaction: their order is kept.
+        const { keys, durable } = await deliverSnapshotRecords(deps.state, deps, { records: delivered, lsn: tx.commitLsn, systemId, progress: inc.progress() });
+        const landed = landChunk(deps, inc, output.chunk, delivered, keys, durable);
+        // A resumed initial snapshot's first-change rule asks the saved progress whether a later
+        // change's row was read (snapshot-first-change.ts): there the stream waits for the save.
+        if (deps.state.begin) await landed;
+        else deps.state.landing = landed.catch((error: unknown) => {
+          if (!deps.control.stopRequested) deps.control.fail(error);
+        });
       }
     }
   } finally {
     if (large) await tx.release();
   }
+}
+
+/**
+ * Once a chunk's records are durable: its progress saved (the record that no longer pins them:
+ * one save per chunk, not two), which lets the reader take the next chunk. Meanwhile the stream
+ * goes on — a transaction after the high watermark does not wait for the chunk to land (it did
+ * until 2026-12-05: the writer's commit → durable then held a whole chunk's round, p50 ≈ 38 ms at
+ * 1,024 rows a chunk). A crash before the save reads the chunk again; its pinned records that
+ * landed are recognised by event id (snapshot-landed.ts), however far the slot went meanwhile.
+ */
+async function landChunk(
+  deps: SnapshotDeps, inc: IncrementalSnapshot, chunk: ChunkSummary, delivered: readonly SnapshotRecord[], keys: readonly string[], durable: Promise<void>,
+): Promise<void> {
+  // A stop first: no save starts after it (the attempt closes the store); a restart reads the chunk again.
+  if ((await deps.control.until(durable)) === 'stop') return;
+  await inc.chunkDurable(chunk, keys);
+  unpinRecords(deps.state, delivered);
+  if (inc.progress().tables.find((t) => t.table === chunk.table)?.status === 'done') tableFinished(deps, chunk.table);
 }
