@@ -299,12 +299,18 @@ describe('checkpoint writer: the interval between records', () => {
   afterEach(() => vi.useRealTimers());
   const fake = () => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
 
+  /** A writer with the interval whose first record (0/100) is written and acknowledged. */
+  const afterFirstRecord = async () => {
+    const r = rig({ minIntervalMs: 50 });
+    r.writer.advance(target('0/100'));
+    r.sink.calls[0]!.resolve();
+    await settle();
+    return r;
+  };
+
   it('starts at most one record per interval: targets that arrive within it wait, and only the newest is written', async () => {
     fake();
-    const { sink, source, writer } = rig({ minIntervalMs: 50 });
-    writer.advance(target('0/100'));
-    sink.calls[0]!.resolve();
-    await settle();
+    const { sink, source, writer } = await afterFirstRecord();
     expect(source.acknowledged).toEqual(['0/100']);
 
     writer.advance(target('0/200'));
@@ -334,10 +340,7 @@ describe('checkpoint writer: the interval between records', () => {
 
   it('flush() writes a waiting target at once, and an idle checkpoint does not write past it meanwhile', async () => {
     fake();
-    const { sink, source, writer } = rig({ minIntervalMs: 50 });
-    writer.advance(target('0/100'));
-    sink.calls[0]!.resolve();
-    await settle();
+    const { sink, source, writer } = await afterFirstRecord();
     writer.advance(target('0/200'));
 
     await writer.idle(); // the source reports 0/900 received and nothing in flight: still not written
