@@ -102,6 +102,8 @@ async function landChunk(
   deps: SnapshotDeps, inc: IncrementalSnapshot, chunk: ChunkSummary, delivered: readonly SnapshotRecord[], keys: readonly string[], durable: Promise<void>,
 ): Promise<void> {
   // A stop first: no save starts after it (the attempt closes the store); a restart reads the chunk again.
+  // Its appends failing after the stop (the sinks closed) is expected: observed here, not unhandled.
+  durable.catch(() => undefined);
   if ((await deps.control.until(durable)) === 'stop') return;
   await inc.chunkDurable(chunk, keys);
   unpinRecords(deps.state, delivered);

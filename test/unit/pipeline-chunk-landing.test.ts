@@ -87,7 +87,8 @@ function rig() {
         stopped = true;
         stop.resolve();
       },
-      until: <T>(p: Promise<T>) => Promise.race([p, stop.promise.then(() => 'stop' as const)]),
+      // As RunControl's: once stopped, the promise is not even observed.
+      until: <T>(p: Promise<T>) => (stopped ? Promise.resolve('stop' as const) : Promise.race([p, stop.promise.then(() => 'stop' as const)])),
     },
     state,
     handler: {
@@ -150,6 +151,17 @@ describe('an incremental chunk landing while the stream goes on (transaction-rou
     await new Promise((resolve) => setImmediate(resolve));
     expect(r.events.filter((e) => e.startsWith('chunkDurable'))).toEqual([]);
     expect(r.state.pinned.size, 'the pins stay for the next start').toBe(2);
+    expect(r.failures).toEqual([]);
+  });
+
+  it('given a stop before the chunk is queued, when its appends then fail (the sinks closed), then nothing fails the run and no rejection goes unhandled', async () => {
+    const r = rig();
+    r.requestStop();
+    await routeTransaction(r.deps, tx(10, '0/10'));
+    await r.state.landing;
+    r.durable.reject(new Error('sink closed'));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(r.events.filter((e) => e.startsWith('chunkDurable'))).toEqual([]);
     expect(r.failures).toEqual([]);
   });
 
