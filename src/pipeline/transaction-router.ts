@@ -94,8 +94,8 @@ async function handleWithWindow(deps: SnapshotDeps, tx: CommittedTransaction, in
  * Once a chunk's records are durable: its progress saved (the record that no longer pins them:
  * one save per chunk, not two), which lets the reader take the next chunk. Meanwhile the stream
  * goes on — a transaction after the high watermark does not wait for the chunk to land (it did
- * until 2026-12-05: the writer's commit → durable then held a whole chunk's round, p50 ≈ 38 ms at
- * 1,024 rows a chunk). A crash before the save reads the chunk again; its pinned records that
+ * until 2026-12-05; at 10 ms per append that halved a concurrent writer's p50 commit → durable:
+ * bench/results/2026-12-05-chunk-landing.md). A crash before the save reads the chunk again; its pinned records that
  * landed are recognised by event id (snapshot-landed.ts), however far the slot went meanwhile.
  */
 async function landChunk(
