@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAssembler, type Assembler } from '../../src/pipeline/index.js';
 import { findRequestedProgress } from '../../src/pipeline/snapshot-store.js';
 import { encodeSnapshotRequest, newSnapshotRequest, SNAPSHOT_REQUEST_PREFIX } from '../../src/source/snapshot/index.js';
-import { createPipelineRig, rigEnv, startCli, writeRigConfig, workload, type PipelineRig } from './pipeline-rig.js';
+import { createPipelineRig, rigEnv, seedBeforeSlot, startCli, writeRigConfig, workload, type PipelineRig } from './pipeline-rig.js';
 
 interface StoredProgress {
   readonly progress: { generation: string; kind: string; request?: { id: string; lsn: string } | null; tables: { table: string; status: string; chunksDone: number; rowsDone: number }[] };
@@ -22,14 +22,6 @@ function progressEvents(rig: PipelineRig, name: string): StoredProgress[] {
   } catch {
     return [];
   }
-}
-
-/** Rows that exist before the slot (re-created afterwards): the stream never carries them, only a snapshot does. */
-async function seed(rig: PipelineRig, n: number, prefix: string): Promise<void> {
-  await rig.sql(`INSERT INTO customer (id, name, email, card_number, country) SELECT '${prefix}c' || g, 'Customer ' || g, g || '@secret.example', NULL, 'NL' FROM generate_series(1, $1::int) g`, [n]);
-  await rig.sql(`INSERT INTO invoice (id, customer_id, status, currency, total) SELECT '${prefix}i' || lpad(g::text, 5, '0'), '${prefix}c' || g, 'draft', 'EUR', g FROM generate_series(1, $1::int) g`, [n]);
-  await rig.sql('SELECT pg_drop_replication_slot($1)', [rig.slots[0]]);
-  await rig.sql(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [rig.slots[0]]);
 }
 
 function writeConfig(dir: string, rig: PipelineRig, name: string, chunkSize: number): string {
@@ -62,7 +54,7 @@ describe('ad hoc snapshots requested with `event-assembler snapshot`', () => {
     rigs.push(rig);
     const name = 'adhoc_a';
     const n = 40;
-    await seed(rig, n, 'a');
+    await seedBeforeSlot(rig, n, 'a');
     const file = writeConfig(dir, rig, name, 8);
     const logger = rig.logger();
     const assembler = createAssembler(rig.config({ name, snapshot: { mode: 'never', chunkSize: 8 } }), { logger });
@@ -150,7 +142,7 @@ describe('ad hoc snapshots requested with `event-assembler snapshot`', () => {
     rigs.push(rig);
     const name = 'adhoc_k';
     const n = 1500;
-    await seed(rig, n, 'k');
+    await seedBeforeSlot(rig, n, 'k');
     const file = writeConfig(dir, rig, name, 10);
     // The assembler is not running: the request waits in the slot.
     const request = cli(rig, ['snapshot', '--config', file, '--tables', 'public.invoice', '--json']);

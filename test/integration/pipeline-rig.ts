@@ -142,6 +142,17 @@ export async function createPipelineRig(name: string, options: { slots?: number;
   };
 }
 
+/**
+ * `n` customers with one draft invoice each (`<prefix>c<g>`, `<prefix>i<g, 5 digits>`), then the
+ * rig's slot re-created: rows from before the slot, which only a snapshot carries to the stream.
+ */
+export async function seedBeforeSlot(rig: Pick<PipelineRig, 'sql' | 'slots'>, n: number, prefix: string): Promise<void> {
+  await rig.sql(`INSERT INTO customer (id, name, email, card_number, country) SELECT '${prefix}c' || g, 'Customer ' || g, g || '@secret.example', NULL, 'NL' FROM generate_series(1, $1::int) g`, [n]);
+  await rig.sql(`INSERT INTO invoice (id, customer_id, status, currency, total) SELECT '${prefix}i' || lpad(g::text, 5, '0'), '${prefix}c' || g, 'draft', 'EUR', g FROM generate_series(1, $1::int) g`, [n]);
+  await rig.sql('SELECT pg_drop_replication_slot($1)', [rig.slots[0]]);
+  await rig.sql(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [rig.slots[0]]);
+}
+
 /** The invoicing workload, one application transaction per call. */
 export function workload(rig: Pick<PipelineRig, 'sql'>) {
   return {

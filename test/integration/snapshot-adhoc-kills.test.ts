@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPrng } from '../../examples/invoicing/workload.js';
-import { createPipelineRig, rigEnv, startCli, writeRigConfig, workload, type PipelineRig } from './pipeline-rig.js';
+import { createPipelineRig, rigEnv, seedBeforeSlot, startCli, writeRigConfig, workload, type PipelineRig } from './pipeline-rig.js';
 
 const SEED = Number(process.env.EA_ADHOC_KILLS_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const INVOICES = 1_200;
@@ -48,10 +48,7 @@ describe('an ad hoc snapshot under a concurrent writer, killed at random chunks'
     rig = await createPipelineRig('adhoc_kills');
     const name = 'adhoc_kills';
     // Rows from before the slot: only the snapshot carries them (and the writer's changes).
-    await rig.sql(`INSERT INTO customer (id, name, email, card_number, country) SELECT 'c' || g, 'Customer ' || g, g || '@secret.example', NULL, 'NL' FROM generate_series(1, $1::int) g`, [INVOICES]);
-    await rig.sql(`INSERT INTO invoice (id, customer_id, status, currency, total) SELECT 'i' || lpad(g::text, 5, '0'), 'c' || g, 'draft', 'EUR', g FROM generate_series(1, $1::int) g`, [INVOICES]);
-    await rig.sql('SELECT pg_drop_replication_slot($1)', [rig.slots[0]]);
-    await rig.sql(`SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, [rig.slots[0]]);
+    await seedBeforeSlot(rig, INVOICES, '');
     const file = writeRigConfig(dir, rig, { name, envPrefix: 'EA_AKILL', statusIntervalMs: 500, snapshot: `{ mode: 'never', chunkSize: ${CHUNK} }` });
     const env = rigEnv(rig, 'EA_AKILL');
     const request = startCli(['snapshot', '--config', file, '--tables', 'public.invoice', '--json'], env);
