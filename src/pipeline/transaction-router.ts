@@ -106,6 +106,8 @@ async function landChunk(
   durable.catch(() => undefined);
   if ((await deps.control.until(durable)) === 'stop') return;
   await inc.chunkDurable(chunk, keys);
-  unpinRecords(deps.state, delivered);
+  // The save dropped these pins already, unless the reader ignored the marker; `keys` holds every
+  // pin still set for `delivered` (those recognised as landed went at delivery): no key made again.
+  unpinRecords(deps.state, delivered, keys);
   if (inc.progress().tables.find((t) => t.table === chunk.table)?.status === 'done') tableFinished(deps, chunk.table);
 }
