@@ -33,6 +33,7 @@ export const FIXES: Record<string, string> = {
   'snapshot.mode': "use 'never', 'initial', 'when_needed' or 'initial_only'",
   'snapshot.chunkSize': 'use a positive whole number of rows per chunk (default 256 for the initial snapshot, 1024 for incremental ones)',
   'snapshot.parallelism': 'use a positive whole number of tables snapshotted at once (default 1)',
+  'snapshot.readAhead': 'use 0 (default), 1, 2 or 3: chunks an incremental snapshot reads while the chunk before is appended',
   'failurePolicy.contractViolation': "use 'halt' (default) or 'park'",
   limits: 'use positive integers',
   lifecycle: 'use positive integers (milliseconds)',

@@ -91,6 +91,12 @@ export interface SnapshotConfig {
   readonly chunkSize?: number;
   /** Tables snapshotted at once. Default: 1. */
   readonly parallelism?: number;
+  /**
+   * Incremental snapshots (resumed or ad hoc): chunks read while the chunk before is still being
+   * mapped and appended. 0 (default) leaves room between chunks for the stream's own transactions;
+   * 1 reads faster, and a concurrent writer's commit → durable grows (docs/snapshots.md). At most 3.
+   */
+  readonly readAhead?: number;
 }
 
 export interface FailurePolicyConfig {
@@ -234,7 +240,7 @@ export interface ResolvedConfig {
   readonly mappers: readonly AnyMapper[];
   readonly contracts: { readonly dir: string };
   /** `chunkSize` as configured (undefined: each kind's default, `initialChunkRows`/`incrementalChunkRows`). */
-  readonly snapshot: { readonly mode: 'initial' | 'never' | 'when_needed' | 'initial_only'; readonly chunkSize?: number; readonly parallelism: number };
+  readonly snapshot: { readonly mode: 'initial' | 'never' | 'when_needed' | 'initial_only'; readonly chunkSize?: number; readonly parallelism: number; readonly readAhead: number };
   readonly failurePolicy: { readonly contractViolation: 'halt' | 'park' };
   readonly limits: {
     readonly maxInFlightTransactions: number;
@@ -304,9 +310,10 @@ const configSchema = z
         mode: z.enum(['initial', 'never', 'when_needed', 'initial_only']).default('never'),
         chunkSize: positiveInt.optional(),
         parallelism: positiveInt.default(1),
+        readAhead: z.number().int().min(0).max(3).default(0),
       })
       .strict()
-      .default({ mode: 'never', parallelism: 1 }),
+      .default({ mode: 'never', parallelism: 1, readAhead: 0 }),
     failurePolicy: z
       .object({ contractViolation: z.enum(['halt', 'park']).default('halt') })
       .strict()

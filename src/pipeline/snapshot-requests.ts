@@ -25,6 +25,8 @@ export function startIncremental(deps: SnapshotDeps, progress: SnapshotProgress,
     progress,
     store: { load: () => Promise.resolve(state.progress), save: (p, covered) => saveSnapshotProgress(state, p, covered) },
     chunkSize: incrementalChunkRows(config),
+    // Chunks land in their order however far the reader is ahead (transaction-router.ts).
+    readAhead: config.snapshot.readAhead,
     publications: config.source.publication,
     onRetry: (chunk, attempt) => log.warn('snapshot: chunk must be read again', { table: chunk.table, attempt, blockedBy: chunk.blockedBy }),
   });

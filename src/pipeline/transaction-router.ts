@@ -76,7 +76,8 @@ async function handleWithWindow(deps: SnapshotDeps, tx: CommittedTransaction, in
         records = [];
         // Queued (after the pins' save) ahead of every later transaction: their order is kept.
         const { keys, durable } = await deliverSnapshotRecords(deps.state, deps, { records: delivered, lsn: tx.commitLsn, systemId, progress: inc.progress() });
-        const landed = landChunk(deps, inc, output.chunk, delivered, keys, durable);
+        // Chunks land in their order (with `snapshot.readAhead` several are in flight): no chunk is saved before the one ahead of it.
+        const landed = landChunk(deps, inc, output.chunk, delivered, keys, durable, deps.state.landing);
         // A resumed initial snapshot's first-change rule asks the saved progress whether a later
         // change's row was read (snapshot-first-change.ts): there the stream waits for the save.
         if (deps.state.begin) await landed;
@@ -100,11 +101,15 @@ async function handleWithWindow(deps: SnapshotDeps, tx: CommittedTransaction, in
  */
 async function landChunk(
   deps: SnapshotDeps, inc: IncrementalSnapshot, chunk: ChunkSummary, delivered: readonly SnapshotRecord[], keys: readonly string[], durable: Promise<void>,
+  before: Promise<void>,
 ): Promise<void> {
   // A stop first: no save starts after it (the attempt closes the store); a restart reads the chunk again.
   // Its appends failing after the stop (the sinks closed) is expected: observed here, not unhandled.
   durable.catch(() => undefined);
   if ((await deps.control.until(durable)) === 'stop') return;
+  // The chunk before it lands first (`before` is settled either way; a failure there stopped the run).
+  await before;
+  if (deps.control.stopRequested) return;
   await inc.chunkDurable(chunk, keys);
   // The save dropped these pins already, unless the reader ignored the marker; `keys` holds every
   // pin still set for `delivered` (those recognised as landed went at delivery): no key made again.

@@ -4,7 +4,8 @@
 // past it — before the chunk's progress is saved. A kill in between reads the chunk again at the
 // next start; its records that landed must be recognised (pinned positions, event ids), and no
 // chunk row may be older than a change the stream already carried.
-// EA_ADHOC_KILLS_SEED repeats a run.
+// Once with `snapshot.readAhead` 0 and once with 1 (the next chunk read while the one before
+// lands: chunks must still be saved in their order). EA_ADHOC_KILLS_SEED repeats a run.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,7 +30,7 @@ function progressOf(rig: PipelineRig, name: string): StoredProgress['progress'] 
   }
 }
 
-describe('an ad hoc snapshot under a concurrent writer, killed at random chunks', () => {
+describe.each([0, 1])('an ad hoc snapshot under a concurrent writer, killed at random chunks (readAhead %i)', (readAhead) => {
   let dir: string;
   let rig: PipelineRig;
   const children: { kill(signal: NodeJS.Signals): boolean; exitCode: number | null }[] = [];
@@ -43,13 +44,13 @@ describe('an ad hoc snapshot under a concurrent writer, killed at random chunks'
   });
 
   it('every invoice stream holds each event once, and no imported state older than a change before it', async () => {
-    console.log(`ad hoc snapshot kills: seed ${SEED} (EA_ADHOC_KILLS_SEED=${SEED} repeats it), ${INVOICES} invoices, chunks of ${CHUNK}, ${KILLS} kills`);
+    console.log(`ad hoc snapshot kills: seed ${SEED} (EA_ADHOC_KILLS_SEED=${SEED} repeats it), ${INVOICES} invoices, chunks of ${CHUNK}, readAhead ${readAhead}, ${KILLS} kills`);
     const random = createPrng(SEED);
-    rig = await createPipelineRig('adhoc_kills');
-    const name = 'adhoc_kills';
+    const name = `adhoc_kills${readAhead}`;
+    rig = await createPipelineRig(name);
     // Rows from before the slot: only the snapshot carries them (and the writer's changes).
     await seedBeforeSlot(rig, INVOICES, '');
-    const file = writeRigConfig(dir, rig, { name, envPrefix: 'EA_AKILL', statusIntervalMs: 500, snapshot: `{ mode: 'never', chunkSize: ${CHUNK} }` });
+    const file = writeRigConfig(dir, rig, { name, envPrefix: 'EA_AKILL', statusIntervalMs: 500, snapshot: `{ mode: 'never', chunkSize: ${CHUNK}, readAhead: ${readAhead} }` });
     const env = rigEnv(rig, 'EA_AKILL');
     const request = startCli(['snapshot', '--config', file, '--tables', 'public.invoice', '--json'], env);
     children.push(request.child);

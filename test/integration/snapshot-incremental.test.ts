@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { createPostgresSource, type PostgresSource } from '../../src/source/index.js';
 import { setupCapture } from '../../src/source/setup.js';
 import {
-  createFileProgressStore, createIncrementalSnapshot, newSnapshotProgress, type IncrementalSnapshot, type SnapshotProgress,
+  createFileProgressStore, createIncrementalSnapshot, newSnapshotProgress, type ChunkSummary, type IncrementalSnapshot, type SnapshotProgress,
 } from '../../src/source/snapshot/index.js';
 import { createReplayModel } from '../../src/source/snapshot/replay.js';
 import type { Change, SnapshotRecord } from '../../src/source/types.js';
@@ -22,8 +22,20 @@ import { dropRole } from '../support/roles.js';
 
 type Applied = { kind: 'change'; change: Change } | { kind: 'read'; record: SnapshotRecord };
 
-/** The pipeline stand-in: stream → window → "downstream" (`applied`), chunk durable right after its records. */
-function drive(source: PostgresSource, snapshot: IncrementalSnapshot, applied: Applied[], endMarker: string) {
+/**
+ * The pipeline stand-in: stream → window → "downstream" (`applied`), chunk durable right after its
+ * records — or, with `late`, only once the next chunk is placed (a table's last chunk at once):
+ * a reader that waits for a chunk's save before reading the next one never finishes then.
+ */
+function drive(source: PostgresSource, snapshot: IncrementalSnapshot, applied: Applied[], endMarker: string, late = false) {
+  let held: ChunkSummary | null = null;
+  const durable = async (chunk: ChunkSummary) => {
+    if (!late || chunk.retry) return snapshot.chunkDurable(chunk);
+    if (held) await snapshot.chunkDurable(held);
+    held = null;
+    if (chunk.tableDone) await snapshot.chunkDurable(chunk);
+    else held = chunk;
+  };
   let ended = false;
   let error: unknown = null;
   const done = (async () => {
@@ -33,7 +45,7 @@ function drive(source: PostgresSource, snapshot: IncrementalSnapshot, applied: A
         for (const out of snapshot.window.accept(tx, changes)) {
           if (out.kind === 'transaction') for (const change of changes) applied.push({ kind: 'change', change });
           else if (out.kind === 'snapshot') applied.push({ kind: 'read', record: out.record });
-          else await snapshot.chunkDurable(out.chunk);
+          else await durable(out.chunk);
         }
         source.acknowledge(tx);
         await tx.release();
@@ -171,6 +183,44 @@ describe('incremental snapshot with watermarks (PostgreSQL 17, capture role)', (
     expect(stale).toEqual([]);
     expect(rows).toEqual(await tableRows(table));
     expect(applied.some((a) => a.kind === 'read')).toBe(true);
+  });
+
+  it('with readAhead 1 reads the next chunk while the one before is unsaved, never two ahead; same end result under a writer', async () => {
+    const { table, openSource } = await prepare('ahead', 8_000);
+    const source = openSource();
+    await source.start();
+    const store = createFileProgressStore(path.join(dir, 'ahead.json'));
+    const progress = newSnapshotProgress({ generation: '1', kind: 'ad_hoc', mode: 'ad_hoc', tables: [table], reason: 'test' });
+    let saved = 0;
+    /** Per chunk selected: how many chunks had their progress saved by then. */
+    const selected: { chunk: number; saved: number }[] = [];
+    const snapshot = createIncrementalSnapshot({
+      connection: capture, progress, store, chunkSize: 500, readAhead: 1,
+      onProgress: () => { saved += 1; },
+      onChunkSelected: (chunk) => { selected.push({ chunk: chunk.chunk, saved }); },
+    });
+    snapshots.push(snapshot);
+    const applied: Applied[] = [];
+    // Each chunk's save held back until the next chunk is placed: only a reader one chunk ahead finishes.
+    const stream = drive(source, snapshot, applied, 'test.end.ahead', true);
+    const writer = startChurnWriter(db.connectionConfig(), table, 1_000_000, () => 8_000);
+    writers.push(writer);
+
+    const final = await snapshot.run();
+    await writer.stop();
+    await db.query(`SELECT pg_logical_emit_message(true, 'test.end.ahead', '')`);
+    await stream.untilEnd();
+
+    expect(final.tables[0]).toMatchObject({ status: 'done', chunksDone: selected.length });
+    expect(saved).toBe(selected.length);
+    expect(selected.length).toBeGreaterThanOrEqual(14);
+    // The i-th chunk (from 0) was read with at least i - 1 chunks saved, and some with fewer than i.
+    selected.forEach((s, i) => expect(s.saved, `chunk ${s.chunk}`).toBeGreaterThanOrEqual(i - 1));
+    expect(selected.filter((s, i) => s.saved < i).length).toBeGreaterThan(selected.length / 2);
+    expect(writer.ops).toBeGreaterThan(20);
+    const { rows, stale } = check(applied, table);
+    expect(stale).toEqual([]);
+    expect(rows).toEqual(await tableRows(table));
   });
 
   it('resumes after an interruption from the last durable chunk (aborted run, new process state), with the same end result', async () => {

@@ -40,7 +40,7 @@ describe('parseConfig', () => {
   it('fills the documented defaults and derives the captured tables from the mappers', () => {
     const c = parseConfig(base);
     expect(c.destination.mode).toBe('auto');
-    expect(c.snapshot).toEqual({ mode: 'never', parallelism: 1 });
+    expect(c.snapshot).toEqual({ mode: 'never', parallelism: 1, readAhead: 0 });
     expect([initialChunkRows(c), incrementalChunkRows(c)]).toEqual([256, 1024]);
     const set = parseConfig({ ...base, snapshot: { chunkSize: 100 } });
     expect([initialChunkRows(set), incrementalChunkRows(set)]).toEqual([100, 100]);
@@ -107,7 +107,16 @@ describe('parseConfig', () => {
 
   it("accepts snapshot modes 'initial', 'when_needed' and 'initial_only'", () => {
     for (const mode of ['initial', 'when_needed', 'initial_only'] as const) {
-      expect(parseConfig(with_((c) => (c['snapshot'] = { mode, chunkSize: 100 }))).snapshot).toEqual({ mode, chunkSize: 100, parallelism: 1 });
+      expect(parseConfig(with_((c) => (c['snapshot'] = { mode, chunkSize: 100 }))).snapshot).toEqual({ mode, chunkSize: 100, parallelism: 1, readAhead: 0 });
+    }
+  });
+
+  it('takes snapshot.readAhead 0 to 3, and refuses another value naming the field and its fix', () => {
+    expect(parseConfig(with_((c) => (c['snapshot'] = { mode: 'never', readAhead: 1 }))).snapshot.readAhead).toBe(1);
+    for (const readAhead of [4, -1, 1.5]) {
+      const error = errorOf(with_((c) => (c['snapshot'] = { mode: 'never', readAhead })));
+      expect(error.field).toBe('snapshot.readAhead');
+      expect(error.message).toContain('use 0 (default), 1, 2 or 3');
     }
   });
 

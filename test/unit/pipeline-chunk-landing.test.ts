@@ -8,7 +8,8 @@ import type { SnapshotRecord } from '../../src/source/types.js';
 // An incremental snapshot's chunk after its high watermark (transaction-router.ts): the chunk's
 // records are queued ahead of every later transaction, but the stream does not wait for them to
 // be durable — except for a resumed initial snapshot, whose first-change rule reads the saved
-// progress. The chunk's progress is saved only once its records are durable, never after a stop.
+// progress. The chunk's progress is saved only once its records are durable, never after a stop,
+// and never before the chunk ahead of it (a reader with `readAhead` has two in flight).
 
 const TABLE = 'public.invoice';
 
@@ -31,6 +32,8 @@ function tx(xid: number, commitLsn: string): CommittedTransaction {
 }
 
 const chunk: ChunkSummary = { run: 'r', generation: 'g1', table: TABLE, chunk: 2, selected: 2, emitted: 2, superseded: 0, lastKey: ['b'], tableDone: false, retry: false, blockedBy: [] };
+/** The chunk after it (a reader with `readAhead`). */
+const nextChunk: ChunkSummary = { ...chunk, chunk: 3, lastKey: ['d'] };
 
 function progress(): SnapshotProgress {
   return {
@@ -42,6 +45,7 @@ function progress(): SnapshotProgress {
 function rig() {
   const events: string[] = [];
   const durable = deferred();
+  const nextDurable = deferred();
   const saved = deferred();
   let stopped = false;
   const stop = deferred();
@@ -60,7 +64,9 @@ function rig() {
       accept: (t: { xid: number }): WindowOutput<unknown>[] =>
         t.xid === 10
           ? [{ kind: 'transaction', transaction: t }, { kind: 'snapshot', record: record('a') }, { kind: 'snapshot', record: record('b') }, { kind: 'chunk-complete', chunk }]
-          : [{ kind: 'transaction', transaction: t }],
+          : t.xid === 12
+            ? [{ kind: 'transaction', transaction: t }, { kind: 'snapshot', record: record('c') }, { kind: 'snapshot', record: record('d') }, { kind: 'chunk-complete', chunk: nextChunk }]
+            : [{ kind: 'transaction', transaction: t }],
     },
     progress,
     chunkDurable: async (summary: ChunkSummary, covered?: readonly string[]) => {
@@ -98,15 +104,16 @@ function rig() {
       },
       handleHeartbeat: () => Promise.resolve(),
       handleUnit: (r: SnapshotRecord) => {
-        events.push(`unit ${(r.change.key as { id: string }).id}`);
-        return { durable: durable.promise.then(() => ({ appended: 1, skipped: 0 })) };
+        const id = (r.change.key as { id: string }).id;
+        events.push(`unit ${id}`);
+        return { durable: (id === 'c' || id === 'd' ? nextDurable : durable).promise.then(() => ({ appended: 1, skipped: 0 })) };
       },
     },
     checkpoints: { recordConsistentPoint: () => undefined },
     snapshotDone: () => undefined,
   } as unknown as SnapshotDeps;
   return {
-    deps, state, events, durable, saved, failures,
+    deps, state, events, durable, nextDurable, saved, failures,
     requestStop: () => deps.control.requestStop(),
     failChunkDurable: (error: unknown) => (chunkDurableError = error),
   };
@@ -126,6 +133,20 @@ describe('an incremental chunk landing while the stream goes on (transaction-rou
     expect(r.events.slice(5)).toEqual(['chunkDurable 2 covered=2 pinned=2']);
     expect(r.state.pinned.size, 'pins dropped once the progress covering them is saved').toBe(0);
     expect(r.state.counts.events).toBe(2);
+  });
+
+  it('given two chunks in flight (readAhead), when the second is durable first, then its progress is saved only after the first one\'s', async () => {
+    const r = rig();
+    await routeTransaction(r.deps, tx(10, '0/10'));
+    await routeTransaction(r.deps, tx(12, '0/12'));
+    r.nextDurable.resolve();
+    for (let i = 0; i < 10; i++) await new Promise((resolve) => setImmediate(resolve));
+    expect(r.events.filter((e) => e.startsWith('chunkDurable')), 'chunk 3 waits for chunk 2').toEqual([]);
+    r.durable.resolve();
+    await r.state.landing;
+    expect(r.events.filter((e) => e.startsWith('chunkDurable'))).toEqual(['chunkDurable 2 covered=2 pinned=4', 'chunkDurable 3 covered=2 pinned=2']);
+    expect(r.state.pinned.size).toBe(0);
+    expect(r.failures).toEqual([]);
   });
 
   it('given a resumed initial snapshot (first-change rule), when its chunk is queued, then the stream waits until the chunk is durable and its progress saved', async () => {

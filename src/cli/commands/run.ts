@@ -35,7 +35,7 @@ default-exports defineConfig({...}):
   mappers        your mappers (defineMapper), in the order they run
   contracts      { dir } — the JSON Schema contracts every event is validated against
   snapshot       { mode: 'never' (default) | 'initial' | 'when_needed' | 'initial_only',
-                   chunkSize?, parallelism? }
+                   chunkSize?, parallelism?, readAhead? }
                  initial: on first start (no slot yet) read every captured table at the
                  new slot's exported snapshot, then stream from its consistent point;
                  progress in KurrentDB (event-assembler.snapshot-<name>), resumed after

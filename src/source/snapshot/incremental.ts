@@ -35,8 +35,31 @@ import {
 } from './catalog.js';
 import { updateTable, type SnapshotProgress, type SnapshotProgressStore, isSnapshotFinished } from './progress.js';
 import {
-  createWatermarkWindow, encodeWatermark, WATERMARK_PREFIX, type ChunkSnapshot, type ChunkSummary, type SnapshotChunk, type WatermarkWindow,
+  createWatermarkWindow, encodeWatermark, WATERMARK_PREFIX, type ChunkSnapshot, type ChunkSummary, type SnapshotChunk, type WatermarkWindow, type WindowOutput,
 } from './watermark-window.js';
+
+/** A chunk the window placed: `saved` settles once chunkDurable saved its progress (`null` for `retry`). */
+interface Placed {
+  readonly outcome: ChunkSummary;
+  readonly saved: Promise<void> | null;
+}
+
+interface Deferred {
+  readonly promise: Promise<void>;
+  resolve(): void;
+  reject(error: unknown): void;
+}
+
+function deferred(): Deferred {
+  let resolve!: () => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  promise.catch(() => undefined); // a chunk the reader no longer waits for (closed) fails unobserved
+  return { promise, resolve, reject };
+}
 
 export interface IncrementalSnapshotOptions {
   /** Capture role connection (SELECT on the tables); a plain connection. */
@@ -63,12 +86,26 @@ export interface IncrementalSnapshotOptions {
   readonly onRetry?: (chunk: ChunkSummary, attempt: number) => void;
   /** Called after each saved chunk (progress reporting). */
   readonly onProgress?: (progress: SnapshotProgress, chunk: ChunkSummary) => void;
+  /**
+   * Chunks read while the chunk before them is placed in the stream but its progress not saved
+   * yet. 0: each chunk waits until the one before is durable and saved. 1: the next chunk is read
+   * (its watermarks, its SELECT) while the one before is mapped and appended — its range starts
+   * after that chunk's last key, known once the window placed it. Default: 0.
+   */
+  readonly readAhead?: number;
 }
 
 export interface IncrementalSnapshot {
-  /** Feed it the stream's committed transactions, in order; pass its outputs downstream in order. */
+  /**
+   * Feed it the stream's committed transactions, in order; pass its outputs downstream in order.
+   * A `chunk-complete` it gives tells the reader where the next chunk starts (or that the range
+   * must be read again).
+   */
   readonly window: WatermarkWindow;
-  /** Reads every unfinished table chunk by chunk; resolves with the final progress. Each chunk waits for {@link chunkDurable}. */
+  /**
+   * Reads every unfinished table chunk by chunk; resolves with the final progress, once every
+   * chunk's progress is saved. Chunk k + 1 + `readAhead` waits for {@link chunkDurable} of chunk k.
+   */
   run(signal?: AbortSignal): Promise<SnapshotProgress>;
   /**
    * The pipeline made a `chunk-complete` marker (and everything before it) durable: saves progress,
@@ -101,18 +138,77 @@ async function maxKeyOf(client: pg.ClientBase, t: SnapshotTable): Promise<KeyTex
   return row ? row.map((v) => v ?? '') : null;
 }
 
+/**
+ * The reader's waits: `until(promise)` settles as `promise` does, or fails with SNAPSHOT_ABORTED
+ * once the signal aborts, or with SNAPSHOT_STOPPED once `stop()` is called (the snapshot closed).
+ */
+function createWaits(generation: () => string) {
+  const waits = new Set<(error: unknown) => void>();
+  return {
+    until<T>(promise: Promise<T>, signal?: AbortSignal): Promise<T> {
+      return new Promise<T>((resolve, reject) => {
+        const end = () => {
+          waits.delete(fail);
+          signal?.removeEventListener('abort', onAbort);
+        };
+        const fail = (error: unknown) => {
+          end();
+          reject(error);
+        };
+        const onAbort = () => fail(new SnapshotError('SNAPSHOT_ABORTED', 'incremental snapshot aborted', { generation: generation() }));
+        waits.add(fail);
+        signal?.addEventListener('abort', onAbort, { once: true });
+        promise.then((value) => {
+          end();
+          resolve(value);
+        }, fail);
+      });
+    },
+    stop(): void {
+      const stopped = new SnapshotError('SNAPSHOT_STOPPED', 'incremental snapshot closed', { generation: generation() });
+      for (const fail of [...waits]) fail(stopped);
+    },
+  };
+}
+
 export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): IncrementalSnapshot {
   const run = options.run ?? randomBytes(8).toString('hex');
   const chunkSize = options.chunkSize ?? 1024;
-  const window = createWatermarkWindow({ run });
+  const inner = createWatermarkWindow({ run });
   let progress = options.progress;
   let client: pg.Client | null = null;
   let closed = false;
   let chunkSeq = 0;
   let lastCounted = 0;
-  let waiting: { chunk: number; resolve: (outcome: ChunkSummary) => void; reject: (e: unknown) => void } | null = null;
   const maxRetries = options.maxChunkRetries ?? 20;
   const retryDelayMs = options.retryDelayMs ?? 100;
+  const readAhead = Math.max(0, options.readAhead ?? 0);
+  /** The chunk whose high watermark the reader wrote (or is writing), until the window places it. */
+  let placing: { chunk: number; resolve: (placed: Placed) => void } | null = null;
+  /** Chunks placed (not `retry`) until {@link IncrementalSnapshot.chunkDurable} saved their progress. */
+  const landings = new Map<number, Deferred>();
+
+  function placed<T>(outputs: WindowOutput<T>[]): WindowOutput<T>[] {
+    for (const output of outputs) {
+      if (output.kind !== 'chunk-complete') continue;
+      const summary = output.chunk;
+      const landing = summary.retry ? null : deferred();
+      if (landing) landings.set(summary.chunk, landing);
+      if (placing?.chunk === summary.chunk) placing.resolve({ outcome: summary, saved: landing?.promise ?? null });
+    }
+    return outputs;
+  }
+  const window: WatermarkWindow = {
+    run,
+    get open() {
+      return inner.open;
+    },
+    addChunk: (chunk) => inner.addChunk(chunk),
+    accept: (transaction, changes) => placed(inner.accept(transaction, changes)),
+    acceptStream: async (transaction, changes) => placed(await inner.acceptStream(transaction, changes)),
+  };
+
+  const { until, stop } = createWaits(() => progress.generation);
 
   async function connect(): Promise<pg.Client> {
     if (client) return client;
@@ -181,10 +277,13 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
     const maxKey = entry.maxKey!;
     let primed = false;
     let blocked = 0;
+    /** The next chunk starts after the last chunk placed in the stream (its progress may not be saved yet). */
+    let cursor = entry.lastKey;
+    /** Chunks placed whose progress is not saved yet, oldest first. */
+    const unsaved: Promise<void>[] = [];
     for (;;) {
       checkAbort(signal);
-      const current = progress.tables.find((x) => x.table === table)!;
-      if (current.status === 'done') return;
+      while (unsaved.length > readAhead) await until(unsaved.shift()!, signal);
       const mark = (chunk: number) => ({ run, generation: progress.generation, table, chunk });
       if (!primed) {
         // Priming low watermark: gives the window history of this table before the first real chunk.
@@ -193,7 +292,7 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
       }
       const chunk = ++chunkSeq;
       await emitWatermark(c, encodeWatermark({ kind: 'low', ...mark(chunk), keyColumns: t.keyColumns }));
-      const { rows, snapshot } = await selectChunk(c, t, current.lastKey, maxKey);
+      const { rows, snapshot } = await selectChunk(c, t, cursor, maxKey);
       const data: SnapshotChunk = {
         run, generation: progress.generation, table, chunk,
         keyColumns: t.keyColumns,
@@ -201,35 +300,39 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
           const after = decodeRow(t, texts);
           return { after, key: keyOfRow(t, after) };
         }),
-        lastKey: rows.length > 0 ? keyTextOf(t, rows[rows.length - 1]!) : current.lastKey,
+        lastKey: rows.length > 0 ? keyTextOf(t, rows[rows.length - 1]!) : cursor,
         tableDone: rows.length < chunkSize,
         snapshot,
       };
-      window.addChunk(data);
+      inner.addChunk(data);
       await options.onChunkSelected?.(data);
-      const durable = new Promise<ChunkSummary>((resolve, reject) => {
-        waiting = { chunk, resolve, reject };
+      // Waiting before the high watermark is written: the stream may place the chunk before the write returns.
+      const placement = new Promise<Placed>((resolve) => {
+        placing = { chunk, resolve };
       });
-      const onAbort = () => waiting?.reject(new SnapshotError('SNAPSHOT_ABORTED', 'incremental snapshot aborted', { generation: progress.generation }));
-      signal?.addEventListener('abort', onAbort, { once: true });
+      let outcome: ChunkSummary;
+      let saved: Promise<void> | null;
       try {
         await emitWatermark(c, encodeWatermark({ kind: 'high', run, generation: progress.generation, table, chunk }));
-        const outcome = await durable;
-        if (outcome.retry) {
-          blocked += 1;
-          if (blocked > maxRetries) {
-            throw new SnapshotError('SNAPSHOT_CHUNK_BLOCKED', `the chunk of ${table} after key ${JSON.stringify(current.lastKey)} cannot be placed in the stream: transaction(s) ${outcome.blockedBy.join(', ')} are committed in the WAL but still not visible to new snapshots (waiting for a synchronous standby?) after ${maxRetries} attempts`, { table, lastKey: current.lastKey, xids: outcome.blockedBy, generation: progress.generation });
-          }
-          options.onRetry?.(outcome, blocked);
-          await new Promise((r) => setTimeout(r, Math.min(retryDelayMs * 2 ** (blocked - 1), 5_000)));
-        } else {
-          blocked = 0;
-        }
+        ({ outcome, saved } = await until(placement, signal));
       } finally {
-        signal?.removeEventListener('abort', onAbort);
-        waiting = null;
+        placing = null;
       }
+      if (outcome.retry) {
+        blocked += 1;
+        if (blocked > maxRetries) {
+          throw new SnapshotError('SNAPSHOT_CHUNK_BLOCKED', `the chunk of ${table} after key ${JSON.stringify(cursor)} cannot be placed in the stream: transaction(s) ${outcome.blockedBy.join(', ')} are committed in the WAL but still not visible to new snapshots (waiting for a synchronous standby?) after ${maxRetries} attempts`, { table, lastKey: cursor, xids: outcome.blockedBy, generation: progress.generation });
+        }
+        options.onRetry?.(outcome, blocked);
+        await new Promise((r) => setTimeout(r, Math.min(retryDelayMs * 2 ** (blocked - 1), 5_000)));
+        continue;
+      }
+      blocked = 0;
+      unsaved.push(saved!);
+      cursor = data.lastKey;
+      if (data.tableDone) break;
     }
+    for (const saved of unsaved) await until(saved, signal);
   }
 
   return {
@@ -250,24 +353,28 @@ export function createIncrementalSnapshot(options: IncrementalSnapshotOptions): 
       if (!entry) return;
       // Each chunk counts once (a marker seen twice, e.g. by a careless caller, must not double rows).
       if (summary.chunk <= lastCounted) return;
-      if (summary.retry) {
-        // Nothing was emitted: progress stays; the reader reads the same range again.
-        if (waiting && waiting.chunk === summary.chunk) waiting.resolve(summary);
-        return;
-      }
+      // Nothing was emitted for a `retry` chunk: progress stays; the reader reads the same range again.
+      if (summary.retry) return;
       lastCounted = summary.chunk;
-      await save(updateTable(progress, summary.table, {
-        status: summary.tableDone ? 'done' : 'running',
-        lastKey: summary.lastKey,
-        rowsDone: entry.rowsDone + summary.selected,
-        chunksDone: entry.chunksDone + 1,
-      }), covered);
+      const landing = landings.get(summary.chunk);
+      landings.delete(summary.chunk);
+      try {
+        await save(updateTable(progress, summary.table, {
+          status: summary.tableDone ? 'done' : 'running',
+          lastKey: summary.lastKey,
+          rowsDone: entry.rowsDone + summary.selected,
+          chunksDone: entry.chunksDone + 1,
+        }), covered);
+      } catch (error) {
+        landing?.reject(error);
+        throw error;
+      }
       options.onProgress?.(progress, summary);
-      if (waiting && waiting.chunk === summary.chunk) waiting.resolve(summary);
+      landing?.resolve();
     },
     async close() {
       closed = true;
-      waiting?.reject(new SnapshotError('SNAPSHOT_STOPPED', 'incremental snapshot closed', { generation: progress.generation }));
+      stop();
       const c = client;
       client = null;
       await c?.end().catch(() => undefined);
