@@ -13,8 +13,8 @@
 // row of this process and of the server process, and this process's peak RSS over the run
 // (VmHWM, reset before each run through /proc/self/clear_refs). Kind `process`: the initial
 // snapshot with the assembler as a child process (the CLI from the build, bench/lib/snapshot-process.ts):
-// its own peak RSS and CPU, start-up included; EA_BENCH_SNAPSHOT_OPTIONS (JSON) adds options to
-// its configuration's `snapshot` section, e.g. '{"chunkSize":4096}' or '{"parallelism":2}'.
+// its own peak RSS and CPU, start-up included. EA_BENCH_SNAPSHOT_OPTIONS (JSON) adds options to
+// the assembler's `snapshot` section (every kind), e.g. '{"chunkSize":4096}' or '{"parallelism":2}'.
 // Prints only; record figures by hand.
 import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';

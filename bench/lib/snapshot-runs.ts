@@ -48,6 +48,9 @@ async function until(what: string, timeoutMs: number, check: () => boolean, asse
   }
 }
 
+/** EA_BENCH_SNAPSHOT_OPTIONS (JSON, e.g. '{"chunkSize":512}'): added to the `snapshot` section, as for kind `process`. */
+const SNAPSHOT_OPTIONS = JSON.parse(process.env.EA_BENCH_SNAPSHOT_OPTIONS || '{}') as { readonly chunkSize?: number; readonly parallelism?: number; readonly readAhead?: number };
+
 function assemblerFor(name: string, captureUrl: string, slot: string, kurrentdb: string, mode: 'initial' | 'never'): Assembler {
   return createAssembler(
     {
@@ -56,7 +59,7 @@ function assemblerFor(name: string, captureUrl: string, slot: string, kurrentdb:
       destination: { connectionString: kurrentdb },
       mappers: createInvoicingMappers(),
       contracts: { dir: CONTRACTS_DIR },
-      snapshot: { mode },
+      snapshot: { mode, ...SNAPSHOT_OPTIONS },
     },
     { logger: silentLogger },
   );
