@@ -17,6 +17,7 @@ import type { ServerProcess } from './kurrentdb-server.js';
 import { CONTRACTS_DIR } from './pipeline-run.js';
 import { cpuSeconds, mainThreadCpuSeconds } from './proc-cpu.js';
 import { fillInvoices } from './reconcile-line.js';
+import { SNAPSHOT_OPTIONS } from './snapshot-runs.js';
 
 export interface SnapshotProcessRun {
   readonly rows: number;
@@ -35,8 +36,8 @@ function vmHwmKiB(pid: number): number {
   }
 }
 
-/** The `snapshot` section of the assembler's configuration: an initial snapshot, with EA_BENCH_SNAPSHOT_OPTIONS (JSON, e.g. '{"chunkSize":4096}') added. */
-const SNAPSHOT_SECTION = JSON.stringify({ mode: 'initial', ...(JSON.parse(process.env.EA_BENCH_SNAPSHOT_OPTIONS || '{}') as Record<string, unknown>) });
+/** The `snapshot` section of the assembler's configuration: an initial snapshot, with EA_BENCH_SNAPSHOT_OPTIONS added. */
+const SNAPSHOT_SECTION = JSON.stringify({ mode: 'initial', ...SNAPSHOT_OPTIONS });
 
 export async function initialSnapshotProcessRun(server: EmbeddedPostgres, kurrent: ServerProcess, rows: number, suffix = ''): Promise<SnapshotProcessRun> {
   const db = await createBenchDatabase(server, `bench_snapshot_process${suffix}`);

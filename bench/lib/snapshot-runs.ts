@@ -48,8 +48,8 @@ async function until(what: string, timeoutMs: number, check: () => boolean, asse
   }
 }
 
-/** EA_BENCH_SNAPSHOT_OPTIONS (JSON, e.g. '{"chunkSize":512}'): added to the `snapshot` section, as for kind `process`. */
-const SNAPSHOT_OPTIONS = JSON.parse(process.env.EA_BENCH_SNAPSHOT_OPTIONS || '{}') as { readonly chunkSize?: number; readonly parallelism?: number; readonly readAhead?: number };
+/** EA_BENCH_SNAPSHOT_OPTIONS (JSON, e.g. '{"chunkSize":512}'): added to the assembler's `snapshot` section, in every kind (snapshot-process.ts too). */
+export const SNAPSHOT_OPTIONS = JSON.parse(process.env.EA_BENCH_SNAPSHOT_OPTIONS || '{}') as { readonly chunkSize?: number; readonly parallelism?: number; readonly readAhead?: number };
 
 function assemblerFor(name: string, captureUrl: string, slot: string, kurrentdb: string, mode: 'initial' | 'never'): Assembler {
   return createAssembler(
