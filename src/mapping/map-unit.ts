@@ -55,9 +55,22 @@ export function correlationId(unit: SourceUnit, context: MapContext, keyText?: s
 
 /** The distinct values of one field of the changes, sorted, comma-separated (most units: one or two values). */
 function distinctSorted(visible: readonly { readonly table: string; readonly op: string }[], field: 'table' | 'op'): string {
-  const values: string[] = [];
-  for (const change of visible) if (!values.includes(change[field])) values.push(change[field]);
-  return values.length === 1 ? values[0]! : values.sort().join(',');
+  // One or two distinct values (most units) without an array to sort: Array#sort copies its
+  // elements on every call, ≈ 5 % of what a streamed transaction allocated (allocation profile).
+  let first: string | undefined;
+  let second: string | undefined;
+  let values: string[] | null = null;
+  for (let i = 0; i < visible.length; i++) {
+    const value = visible[i]![field];
+    if (value === first || value === second) continue;
+    if (first === undefined) first = value;
+    else if (second === undefined) second = value;
+    else if (values === null) values = [first, second, value];
+    else if (!values.includes(value)) values.push(value);
+  }
+  if (values !== null) return values.sort().join(',');
+  if (second === undefined) return first ?? '';
+  return first! < second ? `${first},${second}` : `${second},${first}`;
 }
 
 /**
@@ -238,10 +251,12 @@ export function checkMapContext(mappers: readonly AnyMapper[], context: MapConte
   if (typeof context.sourceIdentity !== 'string' || context.sourceIdentity === '') {
     throw new MapperConfigError('(context)', 'sourceIdentity', 'must be a non-empty string');
   }
-  const names = new Set<string>();
-  for (const mapper of mappers) {
-    if (names.has(mapper.name)) throw new MapperConfigError(mapper.name, 'name', 'two mappers share this name; names must be unique (they are part of event ids)');
-    names.add(mapper.name);
+  // Pairwise, not through a Set: this runs for every unit, and a configuration has a few mappers.
+  for (let i = 1; i < mappers.length; i++) {
+    const name = mappers[i]!.name;
+    for (let j = 0; j < i; j++) {
+      if (mappers[j]!.name === name) throw new MapperConfigError(name, 'name', 'two mappers share this name; names must be unique (they are part of event ids)');
+    }
   }
 }
 

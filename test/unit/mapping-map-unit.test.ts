@@ -9,7 +9,7 @@ import {
   STANDARD_METADATA_KEYS,
   type FailureDiagnosis,
 } from '../../src/mapping/index.js';
-import { insert, snapshotRecord, transaction, update } from '../../src/testing/mapper-kit.js';
+import { del, insert, snapshotRecord, transaction, update } from '../../src/testing/mapper-kit.js';
 
 const context = { assembler: 'invoicing', sourceIdentity: '7000000000000000001' };
 
@@ -86,6 +86,42 @@ describe('mapUnit: events and metadata', () => {
     for (const event of events) {
       for (const value of Object.values(event.metadata)) expect(typeof value).toBe('string');
     }
+  });
+
+  it('source.tables and source.operations: the distinct values the mapper saw, sorted, comma-separated', () => {
+    const everything = defineMapper({
+      name: 'everything',
+      tables: { 'public.invoice': { columns: ['id', 'status'] }, 'public.invoice_line': { columns: ['invoice_id', 'line_no'] }, 'public.payment': { columns: ['id'] } },
+      map: (tx) => [{ stream: 'audit-1', type: 'Seen', version: 1, data: { n: [...tx.changes()].length } }],
+    });
+    const lineKey = { key: ['invoice_id', 'line_no'] };
+    const seen = (...changes: Parameters<typeof transaction>[0]) => {
+      const [event] = mapUnit([everything], transaction(changes, { commitLsn: '0/1', xid: 1 }), context).events;
+      return [event!.metadata['source.tables'], event!.metadata['source.operations']];
+    };
+    // One value; two, seen in reverse order and repeated; three and more, in any order.
+    expect(seen(insert('public.invoice', { id: 'a', status: 'draft' }))).toEqual(['public.invoice', 'insert']);
+    expect(seen(update('public.invoice_line', null, { invoice_id: 'a', line_no: 1 }, lineKey), insert('public.invoice', { id: 'a', status: 'x' }), update('public.invoice_line', null, { invoice_id: 'a', line_no: 2 }, lineKey))).toEqual([
+      'public.invoice,public.invoice_line',
+      'insert,update',
+    ]);
+    expect(
+      seen(
+        update('public.payment', null, { id: 'p' }),
+        insert('public.invoice_line', { invoice_id: 'a', line_no: 1 }, lineKey),
+        del('public.invoice', { id: 'a', status: 'x' }),
+        insert('public.payment', { id: 'q' }),
+        del('public.invoice_line', { invoice_id: 'a', line_no: 1 }, lineKey),
+      ),
+    ).toEqual(['public.invoice,public.invoice_line,public.payment', 'delete,insert,update']);
+  });
+
+  it('two mappers of one name are refused (names are part of event ids), wherever they sit in the list', () => {
+    const again = defineMapper({ ...drafts });
+    for (const mappers of [[drafts, again], [drafts, lines, again], [lines, drafts, again]]) {
+      expect(() => mapUnit(mappers, unit, context)).toThrow(/mapper "?drafts"?.*two mappers share this name/);
+    }
+    expect(mapUnit([drafts, lines], unit, context).events).toHaveLength(3);
   });
 
   it('numbers events across all mappers so a consumer can tell a complete transaction', () => {

@@ -21,6 +21,24 @@ describe('decodePgoutput: hand-built payloads', () => {
     });
   });
 
+  it('Begin and Commit of one transaction share the commit time; the next transaction has its own', () => {
+    // The decoder keeps the last timestamp's text for the next message with the same value.
+    const at = (micros: bigint) => Buffer.from(micros.toString(16).padStart(16, '0'), 'hex').toString('hex');
+    const t1 = isoToPgMicros('2026-12-06T01:02:03.000004Z');
+    const t2 = t1 + 1n;
+    const t3 = isoToPgMicros('2026-12-07T00:00:00.000000Z');
+    const begin = (t: bigint) => decodePgoutput(hex(`42 0000000000000100 ${at(t)} 00000001`));
+    const commit = (t: bigint) => decodePgoutput(hex(`43 00 0000000000000100 0000000000000130 ${at(t)}`));
+    expect([begin(t1), commit(t1), begin(t2), commit(t2), begin(t3), begin(t1)].map((m) => (m as { commitTime: string }).commitTime)).toEqual([
+      '2026-12-06T01:02:03.000004Z',
+      '2026-12-06T01:02:03.000004Z',
+      '2026-12-06T01:02:03.000005Z',
+      '2026-12-06T01:02:03.000005Z',
+      '2026-12-07T00:00:00.000000Z',
+      '2026-12-06T01:02:03.000004Z',
+    ]);
+  });
+
   it('Insert: relation id and a tuple with text, null, unchanged-toast and binary columns', () => {
     const payload = hex(`49 00004001 4e 0004
       74 00000002 3432

@@ -74,12 +74,21 @@ function lsn(): Lsn {
   return value;
 }
 
+// A transaction's Begin and Commit carry the same commit timestamp: the text made for one is kept
+// for the next message that has it (one string per transaction, not two).
+let lastHi = 0;
+let lastLo = 0;
+let lastText: string | null = null;
+
 function timestamp(): string {
   need(8);
   const hi = buf.readInt32BE(pos);
   const lo = buf.readUInt32BE(pos + 4);
   pos += 8;
-  return pgTimestampToIso(hi, lo);
+  if (lastText !== null && hi === lastHi && lo === lastLo) return lastText;
+  lastHi = hi;
+  lastLo = lo;
+  return (lastText = pgTimestampToIso(hi, lo));
 }
 
 /**
