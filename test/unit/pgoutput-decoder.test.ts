@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PgoutputDecodeError } from '../../src/errors.js';
-import { createPgoutputDecoder, decodePgoutput, pgTimestampToIso } from '../../src/source/pgoutput/decoder.js';
+import { createPgoutputDecoder, decodePgoutput, decodePgoutputAt, pgTimestampToIso } from '../../src/source/pgoutput/decoder.js';
 import { encodePgoutput, isoToPgMicros } from '../../src/source/pgoutput/encoder.js';
 import type { PgoutputMessage } from '../../src/source/pgoutput/messages.js';
 
@@ -119,6 +119,29 @@ describe('decodePgoutput: every message kind round-trips through the encoder', (
     expect(decodePgoutput(encodePgoutput(message))).toEqual(message);
   });
 
+  // As the replication connection decodes: in place, after the XLogData header (25 bytes).
+  const inChunk = (payload: Buffer) => Buffer.concat([Buffer.alloc(25, 0x77), payload]);
+  it('every message decodes alike in place, after a header, as on its own', () => {
+    for (const message of plain) expect(decodePgoutputAt(inChunk(encodePgoutput(message)), 25, false)).toEqual(message);
+    for (const message of streamed) expect(decodePgoutputAt(inChunk(encodePgoutput(message, { streaming: true })), 25, true)).toEqual(message);
+  });
+
+  it('in place, errors count offsets and length from the message, not the chunk', () => {
+    const errorOf = (payload: Buffer, start: number) => {
+      try {
+        decodePgoutputAt(start === 0 ? payload : inChunk(payload), start, false);
+      } catch (error) {
+        return [(error as PgoutputDecodeError).message, (error as PgoutputDecodeError).details];
+      }
+      throw new Error('no error');
+    };
+    for (const bad of ['49 00004001 4e 0001 74 00000005 41', '49 00004001 4e 0001 78', '52 00004001 7075626c6963', '42 0000']) {
+      expect(errorOf(hex(bad), 25)).toEqual(errorOf(hex(bad), 0));
+    }
+    expect(errorOf(hex('49 00004001 4e 0001 74 00000005 41'), 25)[0]).toMatch(/need 5 byte\(s\) at offset 13, length 14/);
+    expect(() => decodePgoutputAt(Buffer.alloc(25), 25, false)).toThrow(/empty/);
+  });
+
   const streamed: PgoutputMessage[] = [
     { tag: 'relation', xid: 78, relationId: 16384, schema: 'public', name: 'invoice', replicaIdentity: 'full', columns: [{ flags: 1, name: 'id', typeOid: 20, typeModifier: -1 }] },
     { tag: 'type', xid: 78, typeOid: 90000, schema: 'public', name: 'invoice_status' },
@@ -149,6 +172,18 @@ describe('createPgoutputDecoder', () => {
     expect(decoder.decode(encodePgoutput(insert()))).toEqual(insert());
     // Stream Commit/Abort arrive outside the block and carry their xid themselves.
     expect(decoder.decode(encodePgoutput({ tag: 'stream-abort', xid: 900, subXid: 900 }))).toEqual({ tag: 'stream-abort', xid: 900, subXid: 900 });
+  });
+
+  it('decodeAt: in place from an offset, with the same Stream Start/Stop tracking', () => {
+    const decoder = createPgoutputDecoder();
+    const at = (payload: Buffer) => decoder.decodeAt(Buffer.concat([Buffer.alloc(25), payload]), 25);
+    const insert = (xid?: number) => ({ tag: 'insert', xid, relationId: 5, newTuple: [{ kind: 'text', value: '1' }] }) as const;
+    expect(at(encodePgoutput(insert()))).toEqual(insert());
+    at(encodePgoutput({ tag: 'stream-start', xid: 900, firstSegment: true }));
+    expect(decoder.inStream).toBe(true);
+    expect(at(encodePgoutput(insert(901), { streaming: true }))).toEqual(insert(901));
+    at(encodePgoutput({ tag: 'stream-stop' }));
+    expect(at(encodePgoutput(insert()))).toEqual(insert());
   });
 });
 

@@ -29,14 +29,16 @@ const UNCHANGED_TOAST_VALUE: TupleValue = Object.freeze({ kind: 'unchanged-toast
 const PG_EPOCH_MS = 946_684_800_000;
 
 // Cursor of the message being decoded. Decoding is synchronous, so one module-level cursor
-// is safe and saves an object per message.
+// is safe and saves an object per message. `base`: where the message starts in `buf` (0 for a
+// payload of its own; 25 when decoded in place from an XLogData message, see decodePgoutputAt).
 let buf: Buffer = Buffer.alloc(0);
 let pos = 0;
+let base = 0;
 
 function need(n: number): void {
   if (pos + n > buf.length) {
-    throw new PgoutputDecodeError(`pgoutput message truncated: need ${n} byte(s) at offset ${pos}, length ${buf.length}`, {
-      offset: pos, length: buf.length, tag: String.fromCharCode(buf[0] ?? 0),
+    throw new PgoutputDecodeError(`pgoutput message truncated: need ${n} byte(s) at offset ${pos - base}, length ${buf.length - base}`, {
+      offset: pos - base, length: buf.length - base, tag: String.fromCharCode(buf[base] ?? 0),
     });
   }
 }
@@ -152,7 +154,7 @@ function text(start: number, end: number): string {
 function cstring(): string {
   const end = buf.indexOf(0, pos);
   if (end < 0) {
-    throw new PgoutputDecodeError(`pgoutput message truncated: unterminated string at offset ${pos}`, { offset: pos, length: buf.length });
+    throw new PgoutputDecodeError(`pgoutput message truncated: unterminated string at offset ${pos - base}`, { offset: pos - base, length: buf.length - base });
   }
   const s = end === pos ? '' : buf.toString('utf8', pos, end);
   pos = end + 1;
@@ -180,7 +182,7 @@ function tupleData(): TupleData {
       values[i] = { kind: 'binary', value: Buffer.from(buf.subarray(pos, pos + len)) };
       pos += len;
     } else {
-      throw new PgoutputDecodeError(`unknown tuple column kind '${String.fromCharCode(kind)}' (0x${kind.toString(16)}) at offset ${pos - 1}`, { offset: pos - 1 });
+      throw new PgoutputDecodeError(`unknown tuple column kind '${String.fromCharCode(kind)}' (0x${kind.toString(16)}) at offset ${pos - 1 - base}`, { offset: pos - 1 - base });
     }
   }
   return values;
@@ -199,11 +201,23 @@ function replicaIdentity(code: number): ReplicaIdentity {
 
 /** Decodes one pgoutput message (the payload of an XLogData `w` message). */
 export function decodePgoutput(payload: Buffer, opts?: DecodeOptions): PgoutputMessage {
-  buf = payload;
-  pos = 1;
-  const streaming = opts?.streaming === true;
-  if (payload.length === 0) throw new PgoutputDecodeError('empty pgoutput message');
-  const tag = payload[0]!;
+  return decodePgoutputAt(payload, 0, opts?.streaming === true);
+}
+
+/**
+ * The pgoutput message that fills `chunk` from byte `start` on — e.g. an XLogData message's
+ * payload, decoded in place: no Buffer view per message (one per row change was a fifth of what
+ * the replication connection allocated). Offsets in errors count from `start`.
+ */
+export function decodePgoutputAt(chunk: Buffer, start: number, streaming: boolean): PgoutputMessage {
+  buf = chunk;
+  base = start;
+  pos = start + 1;
+  if (chunk.length <= start) {
+    buf = EMPTY;
+    throw new PgoutputDecodeError('empty pgoutput message');
+  }
+  const tag = chunk[start]!;
   try {
     switch (tag) {
       case 0x49: { // I Insert
@@ -321,6 +335,8 @@ const EMPTY = Buffer.alloc(0);
 export interface PgoutputDecoder {
   /** Decodes one payload, tracking Stream Start/Stop to know whether row messages carry an xid. */
   decode(payload: Buffer): PgoutputMessage;
+  /** {@link decode} of the payload that fills `chunk` from byte `start` on (see {@link decodePgoutputAt}). */
+  decodeAt(chunk: Buffer, start: number): PgoutputMessage;
   /** True between a Stream Start and its Stream Stop. */
   readonly inStream: boolean;
 }
@@ -328,16 +344,15 @@ export interface PgoutputDecoder {
 /** A small stateful wrapper around {@link decodePgoutput} for one replication stream. */
 export function createPgoutputDecoder(): PgoutputDecoder {
   let inStream = false;
+  const decodeAt = (chunk: Buffer, start: number): PgoutputMessage => {
+    const message = decodePgoutputAt(chunk, start, inStream);
+    if (message.tag === 'stream-start') inStream = true;
+    else if (message.tag === 'stream-stop') inStream = false;
+    return message;
+  };
   return {
-    decode(payload) {
-      const message = decodePgoutput(payload, inStream ? STREAMING : NOT_STREAMING);
-      if (message.tag === 'stream-start') inStream = true;
-      else if (message.tag === 'stream-stop') inStream = false;
-      return message;
-    },
+    decode: (payload) => decodeAt(payload, 0),
+    decodeAt,
     get inStream() { return inStream; },
   };
 }
-
-const STREAMING: DecodeOptions = { streaming: true };
-const NOT_STREAMING: DecodeOptions = { streaming: false };

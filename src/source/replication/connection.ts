@@ -7,8 +7,7 @@
  * business (stream.ts), not this file's.
  */
 import pg from 'pg';
-import { createPgoutputDecoder } from '../pgoutput/decoder.js';
-import type { PgoutputMessage } from '../pgoutput/messages.js';
+import { createPgoutputDecoder, type PgoutputDecoder } from '../pgoutput/decoder.js';
 import { connectSource } from '../connect-source.js';
 import { formatLsn, parseLsn } from '../position.js';
 import { ReplicationError, SlotActiveError, slotActivePid, toError, type SlotHolder } from './errors.js';
@@ -191,16 +190,16 @@ export function openReplicationConnection(ctx: ConnectionContext): ReplicationCo
     c.on('end', () => endSession());
   }
 
-  function onCopyData(chunk: Buffer, decode: (payload: Buffer) => PgoutputMessage): void {
+  function onCopyData(chunk: Buffer, decoder: PgoutputDecoder): void {
     const kind = chunk[0];
     if (kind === XLOG_DATA) {
       const walStart = chunk.readBigUInt64BE(1);
       const walEnd = chunk.readBigUInt64BE(9);
-      const payload = chunk.subarray(XLOG_DATA_HEADER_BYTES);
-      const message = decode(payload);
+      // The payload decoded in place (no view of it per message).
+      const message = decoder.decodeAt(chunk, XLOG_DATA_HEADER_BYTES);
       if (walEnd > positions.received) positions.received = walEnd;
       if (walStart > positions.received) positions.received = walStart;
-      options.onMessage(message, walStart, payload.length);
+      options.onMessage(message, walStart, chunk.length - XLOG_DATA_HEADER_BYTES);
     } else if (kind === PRIMARY_KEEPALIVE) {
       feedback.keepalive(chunk.readBigUInt64BE(1), chunk.readUInt8(17) === 1);
     }
@@ -229,7 +228,7 @@ export function openReplicationConnection(ctx: ConnectionContext): ReplicationCo
     connection.on('copyData', ({ chunk }) => {
       if (ctx.isStopped()) return;
       try {
-        onCopyData(chunk, (payload) => decoder.decode(payload));
+        onCopyData(chunk, decoder);
       } catch (error) {
         ctx.onFatal(toError(error));
       }
