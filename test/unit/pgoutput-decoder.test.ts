@@ -23,7 +23,7 @@ describe('decodePgoutput: hand-built payloads', () => {
 
   it('Begin and Commit of one transaction share the commit time; the next transaction has its own', () => {
     // The decoder keeps the last timestamp's text for the next message with the same value.
-    const at = (micros: bigint) => Buffer.from(micros.toString(16).padStart(16, '0'), 'hex').toString('hex');
+    const at = (micros: bigint) => micros.toString(16).padStart(16, '0');
     const t1 = isoToPgMicros('2026-12-06T01:02:03.000004Z');
     const t2 = t1 + 1n;
     const t3 = isoToPgMicros('2026-12-07T00:00:00.000000Z');

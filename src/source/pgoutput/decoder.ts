@@ -30,7 +30,7 @@ const PG_EPOCH_MS = 946_684_800_000;
 
 // Cursor of the message being decoded. Decoding is synchronous, so one module-level cursor
 // is safe and saves an object per message. `base`: where the message starts in `buf` (0 for a
-// payload of its own; 25 when decoded in place from an XLogData message, see decodePgoutputAt).
+// payload of its own; past the XLogData header when decoded in place, see decodePgoutputAt).
 let buf: Buffer = Buffer.alloc(0);
 let pos = 0;
 let base = 0;
