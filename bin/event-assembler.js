@@ -6,7 +6,7 @@
 // what is live before it is collected (V8 lets it grow up to four times): a bulk transaction's
 // garbage otherwise took the process over 500 MB (see README, Deployment). To choose otherwise,
 // run it as `node [flags] bin/event-assembler.js`. The semi-space flags are for this thread only:
-// main-thread-heap.js gives threads started later (tsx's module-hooks thread) V8's default.
+// main-thread-heap.js gives threads started later (tsx's module-hooks thread) 1 MiB semi-spaces.
 import './main-thread-heap.js';
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
