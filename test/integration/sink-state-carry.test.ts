@@ -103,6 +103,31 @@ describe('stream states carried over a stop', () => {
     expectExactlyOnce(db, [1, 2]);
   });
 
+  it('carries snapshot records\' receipts too: a replayed snapshot is skipped without reading, and the stream goes on from there', async () => {
+    const db = await server();
+    // An initial snapshot of the orders in two chunks (the receipts a save writes compactly: one shared row per chunk).
+    const record = (i: number, stream: string) => ({
+      position: { kind: 'snapshot' as const, systemId: '1', snapshotGeneration: 'g-1', lsn: i < 150 ? '0/100' : '0/200', sequence: i, table: 'public.orders', key: JSON.stringify([['id', i]]) },
+      events: [{ id: uuidv5(JSON.stringify(['carry-snapshot', i])), stream, type: 'OrderSnapshotted', data: { i }, metadata: {} }],
+    });
+    const snapshot = STREAMS.map((stream, i) => record(i, stream));
+    const first = await carrying(db);
+    await first.appendMany(snapshot);
+    await first.close();
+
+    const logs: LogLine[] = [];
+    const second = await carrying(db, logs);
+    expect(logs.some((l) => l.message.includes('carried over from the last stop') && l.fields?.['states'] === KNOWN)).toBe(true);
+    const replay = await second.appendMany(snapshot);
+    expect(replay.every((o) => o.appended === 0 && o.skipped === 1)).toBe(true);
+    const after = await second.appendMany(perStream(2));
+    expect(after.every((o) => o.appended === 1)).toBe(true);
+    expect(second.status().tailReads).toBe(0);
+    for (const [i, stream] of STREAMS.entries()) {
+      expect(db.readStreamEvents(stream).map((event) => event.id)).toEqual([uuidv5(JSON.stringify(['carry-snapshot', i])), uuidv5(JSON.stringify(['carry', 20_000 + i, 0]))]);
+    }
+  });
+
   it('treats a state that went out of date (a later run that stopped without saving) as a cache miss', async () => {
     const db = await server();
     await stopAfter(db, perStream(1)); // saves: every stream at its round-1 event
