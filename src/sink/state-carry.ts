@@ -65,32 +65,21 @@ interface ChunkParts {
   readonly table: string;
 }
 
-function sameChunk(a: ChunkParts, b: ChunkParts): boolean {
-  return a.lsn === b.lsn && a.generation === b.generation && a.table === b.table && a.assembler === b.assembler && a.source === b.source;
-}
-
 /** The unit rows of one part: transaction units once each, snapshot units as `r` rows over shared `c` rows. */
 function createUnitTable() {
   const rows: UnitRow[] = [];
   const byUnit = new Map<ReceiptUnit, number>();
-  const chunks = new Map<string, { parts: ChunkParts; index: number }>();
-  let last: { parts: ChunkParts; index: number } | null = null;
+  const chunks = new Map<string, number>();
   let chars = 0;
   const push = (row: UnitRow): number => {
     chars += JSON.stringify(row).length + 1;
     return rows.push(row) - 1;
   };
   const chunkIndex = (unit: ChunkParts): number => {
-    // Consecutive states mostly come from one chunk (the cache keeps them in the order they were appended): compared first.
-    if (last === null || !sameChunk(last.parts, unit)) {
-      const key = `${unit.lsn}\u0000${unit.generation}\u0000${unit.table}\u0000${unit.assembler}\u0000${unit.source ?? ''}`;
-      last = chunks.get(key) ?? null;
-      if (last === null) {
-        const index = push(['c', unit.assembler, unit.source ?? null, unit.lsn, unit.generation, unit.table]);
-        chunks.set(key, (last = { parts: unit, index }));
-      }
-    }
-    return last.index;
+    const key = `${unit.lsn}\u0000${unit.generation}\u0000${unit.table}\u0000${unit.assembler}\u0000${unit.source ?? ''}`;
+    let index = chunks.get(key);
+    if (index === undefined) chunks.set(key, (index = push(['c', unit.assembler, unit.source ?? null, unit.lsn, unit.generation, unit.table])));
+    return index;
   };
   return {
     rows,
@@ -120,11 +109,8 @@ function unitFromRow(row: unknown, assembler: string, chunks: readonly (ChunkPar
   if (row[0] === 'r' && row.length === 4 && Number.isInteger(row[1]) && Number.isSafeInteger(row[2]) && typeof row[3] === 'string') {
     const chunk = chunks[row[1] as number];
     if (!chunk) return null;
-    const { source, lsn, generation, table } = chunk;
-    // The keys in the order units.ts makes them (`source` only when there is one).
-    return source === undefined
-      ? { kind: 'snapshot', assembler, lsn, generation, sequence: row[2] as number, table, key: row[3] }
-      : { kind: 'snapshot', assembler, source, lsn, generation, sequence: row[2] as number, table, key: row[3] };
+    const source = chunk.source === undefined ? {} : { source: chunk.source };
+    return { kind: 'snapshot', assembler, ...source, lsn: chunk.lsn, generation: chunk.generation, sequence: row[2] as number, table: chunk.table, key: row[3] };
   }
   if (row[1] !== assembler) return null;
   const source = typeof row[2] === 'string' ? { source: row[2] } : {};
