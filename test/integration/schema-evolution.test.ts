@@ -71,10 +71,18 @@ function streamsFrom(recorded: string): void {
   expect(started.startLsn ?? started.slotConfirmedFlushLsn).toBe(recorded);
 }
 
-/** The halted transaction of shipment `id`, delivered after the restart, commits past what the halted run recorded (and so acknowledged). */
+/**
+ * The halted transaction of shipment `id`, delivered after the restart, was not acknowledged: its
+ * commit record starts at or after what the halted run recorded (and so acknowledged). A tie is
+ * the boundary, not a loss: the recorded position is the end of the last durable transaction's
+ * commit record, and under the concurrent workload that record can end exactly where this
+ * transaction's commit record begins. PostgreSQL decodes a transaction again unless its commit
+ * record starts before the position streaming starts from (`SnapBuildXactNeedsSkip`: `ptr <
+ * start_decoding_at`); `delivered` shows it was.
+ */
 async function notAcknowledgedPast(id: string, haltedAt: string): Promise<void> {
   const commitLsn = rig.events(`shipment-${id}`)[0]!.metadata['source.commitLsn']!;
-  expect(compareLsn(commitLsn, haltedAt)).toBeGreaterThan(0);
+  expect(compareLsn(commitLsn, haltedAt)).toBeGreaterThanOrEqual(0);
   await rig.until(async () => expect(compareLsn(await slotLsn(), haltedAt)).toBeGreaterThanOrEqual(0));
 }
 
