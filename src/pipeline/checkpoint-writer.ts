@@ -172,7 +172,10 @@ export function createCheckpointWriter(deps: CheckpointWriterDeps): CheckpointWr
       const source = deps.source();
       if (!source || !deps.sink() || writing || waiting || deps.pending() > 0 || deps.control.stopRequested) return;
       const s = source.status();
-      if (s.inFlightTransactions > 0 || s.openTransactions > 0 || !s.systemId || s.timeline === null) return;
+      // Everything received must be taken in and acknowledged: a spilled transaction's commit is
+      // received (and `receivedLsn` past it) before it is taken in — it is then neither open nor
+      // in flight, only pending. Recorded then, a crash before it was durable would restart past it.
+      if (s.pendingMessages > 0 || s.inFlightTransactions > 0 || s.openTransactions > 0 || !s.systemId || s.timeline === null) return;
       const received = s.receivedLsn;
       if (received === '0/0' || isRecorded(received)) return;
       const position = makeSourcePosition({ systemId: s.systemId, timeline: s.timeline, slot: deps.slot, commitLsn: received, xid: 0 });

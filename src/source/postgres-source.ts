@@ -50,6 +50,13 @@ export interface SourceStatus {
   readonly inFlightBytes: number;
   /** Transactions begun (or streamed) and not yet committed. */
   readonly openTransactions: number;
+  /**
+   * Messages received and not yet taken in: the buffer waits for its disk (a spilled
+   * transaction's commit while its spill file is finished, for one). The received position may
+   * already be past them, so a position is recorded as idle only while this, the open and the
+   * in-flight transactions are all 0.
+   */
+  readonly pendingMessages: number;
   readonly paused: boolean;
   readonly reconnects: number;
   /** Estimated bytes of decoded changes the transaction buffer holds in memory. */
@@ -294,6 +301,7 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
         inFlightTransactions: intake.inFlightTransactions,
         inFlightBytes: intake.inFlightBytes,
         openTransactions: intake.openTransactions,
+        pendingMessages: order.pending,
         paused: reader.paused,
         reconnects: reader.reconnects,
         ...bufferFields(intake.bufferUsage()),

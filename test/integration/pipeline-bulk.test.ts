@@ -19,6 +19,7 @@
 // near 350 s so that `npm test` stays within 15 minutes.
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createPrng } from '../../examples/invoicing/workload.js';
+import { compareLsn } from '../../src/source/position.js';
 import { createBulkRig, type BulkAssembler, type BulkRig, type BulkStep, type OrdersReport } from '../support/bulk-rig.js';
 import { tailOf, waitFor } from '../resilience/assembler-process.js';
 
@@ -38,6 +39,27 @@ function expectExact(report: OrdersReport, bulkTransactions: number): void {
   expect(report.streams).toBe(N);
   expect(report.transactions).toHaveLength(bulkTransactions);
   for (const t of report.transactions) expect(t, t.transaction).toMatchObject({ events: N, count: N, indexesExact: true, unitScoped: N });
+}
+
+/** {@link expectExact}; a failure also prints the log's milestones (starts with their positions, stops with their counts). */
+async function expectExactLogged(report: OrdersReport, bulkTransactions: number): Promise<void> {
+  try {
+    expectExact(report, bulkTransactions);
+  } catch (error) {
+    if (error instanceof Error) error.message += `\n--- assembler log milestones ---\n${await rig.diagnosis()}`;
+    throw error;
+  }
+}
+
+/**
+ * Killed before the bulk transaction ending before `lsn` was all durable: neither the slot nor the
+ * checkpoint stream (a restart streams from it when the slot lags) may be past it.
+ */
+async function notAcknowledgedAtKill(lsn: string): Promise<void> {
+  const confirmed = await rig.confirmed();
+  const recorded = rig.recorded();
+  const before = (position: string | null): boolean => position === null || compareLsn(position, lsn) < 0;
+  expect({ confirmed: before(confirmed), recorded: before(recorded) }, `at the kill the slot confirmed ${confirmed}, the checkpoint stream recorded ${recorded}; the transaction ends before ${lsn}\n${await rig.diagnosis()}`).toEqual({ confirmed: true, recorded: true });
 }
 
 /** Stops the assembler gracefully, noting its peak RSS first. */
@@ -64,7 +86,7 @@ describe(`bulk transactions over ${N} orders`, { timeout: 900_000 }, () => {
     history.push({ type: 'OrderPlaced', from: 1, to: N, status: 'new' });
     await rig.acknowledged(lsn, assembler);
     await stop(assembler);
-    expectExact(rig.check(history), 1);
+    await expectExactLogged(rig.check(history), 1);
     expect(await tailOf(rig.logFile, 200_000)).toContain('large unit: appended in slices');
   });
 
@@ -74,7 +96,7 @@ describe(`bulk transactions over ${N} orders`, { timeout: 900_000 }, () => {
     history.push({ type: 'OrderStatusChanged', from: 1, to: N, status: 'paid' });
     await rig.acknowledged(lsn, assembler);
     await stop(assembler);
-    expectExact(rig.check(history), 2);
+    await expectExactLogged(rig.check(history), 2);
   });
 
   it(`SIGKILL at random points of bulk updates' appends (${KILLS} of them): each restart finishes, exactly once`, async () => {
@@ -93,10 +115,11 @@ describe(`bulk transactions over ${N} orders`, { timeout: 900_000 }, () => {
       await assembler.kill('SIGKILL');
       landed.push(`${(atKill / N * 100).toFixed(1)} %`);
       expect(atKill, 'the kill must land before the update is complete').toBeLessThan(N);
+      await notAcknowledgedAtKill(lsn);
       assembler = rig.start();
       await rig.acknowledged(lsn, assembler);
       await stop(assembler);
-      expectExact(rig.check(history), 3 + k);
+      await expectExactLogged(rig.check(history), 3 + k);
     }
     console.log(`pipeline-bulk: kills landed with ${landed.join(', ')} of the update's events in KurrentDB`);
   });
@@ -110,10 +133,12 @@ describe(`bulk transactions over ${N} orders`, { timeout: 900_000 }, () => {
     await waitFor('the delete to be half way', () => rig.records() >= before + N / 2, { timeoutMs: 240_000 });
     peaks.push(await assembler.peakRssMiB());
     await assembler.kill('SIGKILL');
+    expect(rig.records() - before, 'the kill must land before the delete is complete').toBeLessThan(N);
+    await notAcknowledgedAtKill(lsn);
     assembler = rig.start(limits);
     await rig.acknowledged(lsn, assembler);
     await stop(assembler);
-    expectExact(rig.check(history), 2 + KILLS + 1);
+    await expectExactLogged(rig.check(history), 2 + KILLS + 1);
     expect(Math.max(...peaks)).toBeLessThan(RSS_LIMIT_MIB);
   });
 });

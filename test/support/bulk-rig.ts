@@ -10,12 +10,18 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { setupCapture } from '../../src/source/setup.js';
+import { checkpointStreamName } from '../../src/sink/index.js';
 import { receiptFromMetadata } from '../../src/sink/receipt.js';
 import { compareLsn } from '../../src/source/position.js';
 import { startInMemoryKurrentDB, type InMemoryKurrentDB, type InMemoryKurrentDBOptions } from '../../src/testing/kurrentdb/index.js';
 import { createTestDatabase, type PostgresServerInfo, type TestDatabase } from '../../src/testing/postgres.js';
 import { REPO_ROOT, startAssemblerProcess, tailOf, waitFor, type AssemblerProcess } from '../resilience/assembler-process.js';
 import { ORDERS_SCHEMA } from './orders/mapper.js';
+
+/** Log lines a failed check prints (see `diagnosis`), the last MILESTONE_LINES of them, each cut at MILESTONE_CHARS. */
+const MILESTONE = /"msg":"(assembler started|assembler stopped|assembler stopped after a fatal error|large unit[^"]*|sink: [^"]*)"|"level":"(warn|error)"/;
+const MILESTONE_LINES = 60;
+const MILESTONE_CHARS = 2_000;
 
 export interface BulkAssembler extends AssemblerProcess {
   /** Peak resident set size of the process so far, MiB (VmHWM; read while it runs). */
@@ -44,6 +50,16 @@ export interface BulkRig {
   bulk(sql: string): Promise<string>;
   /** Waits until the slot confirmed `lsn`: everything committed before it is durable in KurrentDB. */
   acknowledged(lsn: string, process: AssemblerProcess, timeoutMs?: number): Promise<void>;
+  /** The slot's confirmed_flush_lsn now (`null`: none). */
+  confirmed(): Promise<string | null>;
+  /** The last position in the assembler's checkpoint stream (`null`: none): a restart streams from it when the slot lags. */
+  recorded(): string | null;
+  /**
+   * The log's milestones across every process the rig ran (starts with their positions, stops
+   * with their counts, large units, warnings and errors): what a failed check prints, since the
+   * rig's directory goes with it.
+   */
+  diagnosis(): Promise<string>;
   /** Records in KurrentDB (all streams): a cheap progress measure. */
   records(): number;
   /** Reads every order stream and checks it against `history` (see {@link checkOrders}). */
@@ -118,7 +134,7 @@ export default defineConfig({
     return file;
   }
 
-  return {
+  const rig: BulkRig = {
     db,
     kdb,
     logFile,
@@ -152,13 +168,26 @@ export default defineConfig({
         `slot ${slot} to confirm ${lsn}`,
         async () => {
           if (!child.running) throw new Error(`the assembler exited before acknowledging ${lsn}:\n${await tailOf(logFile)}`);
-          const [row] = await db.query<{ confirmed: string | null }>('SELECT confirmed_flush_lsn::text AS confirmed FROM pg_replication_slots WHERE slot_name = $1', [slot]);
-          return row?.confirmed ? compareLsn(row.confirmed, lsn) >= 0 : false;
+          const confirmed = await rig.confirmed();
+          return confirmed ? compareLsn(confirmed, lsn) >= 0 : false;
         },
         { timeoutMs, intervalMs: 100 },
       ).catch(async (error: unknown) => {
         throw new Error(`${(error as Error).message}\n--- assembler log tail ---\n${await tailOf(logFile)}`);
       });
+    },
+    async confirmed() {
+      const [row] = await db.query<{ confirmed: string | null }>('SELECT confirmed_flush_lsn::text AS confirmed FROM pg_replication_slots WHERE slot_name = $1', [slot]);
+      return row?.confirmed ?? null;
+    },
+    recorded() {
+      const last = local().readStreamEvents(checkpointStreamName(BULK_ASSEMBLER)).at(-1);
+      return last ? (decode(last.data) as { position: { endLsn: string } }).position.endLsn : null;
+    },
+    async diagnosis() {
+      const text = await readFile(logFile, 'utf8').catch(() => '');
+      const milestones = text.split('\n').filter((line) => MILESTONE.test(line));
+      return milestones.slice(-MILESTONE_LINES).map((line) => (line.length > MILESTONE_CHARS ? `${line.slice(0, MILESTONE_CHARS)}…` : line)).join('\n');
     },
     records: () => local().recordCount(),
     check: (history) => checkOrders(local(), history),
@@ -170,6 +199,7 @@ export default defineConfig({
       rmSync(dir, { recursive: true, force: true });
     },
   };
+  return rig;
 }
 
 function decode(bytes: Uint8Array): Record<string, unknown> {

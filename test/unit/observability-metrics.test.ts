@@ -10,7 +10,7 @@ import { parseMetrics } from '../support/prometheus.js';
 const NOW = Date.parse('2026-03-01T12:00:00Z');
 
 const SOURCE: SourceStatus = {
-  state: 'streaming', receivedLsn: '0/3000', durableLsn: '0/2000', inFlightTransactions: 2, inFlightBytes: 4096, openTransactions: 0, paused: false, reconnects: 1,
+  state: 'streaming', receivedLsn: '0/3000', durableLsn: '0/2000', inFlightTransactions: 2, inFlightBytes: 4096, openTransactions: 0, pendingMessages: 0, paused: false, reconnects: 1,
   bufferMemoryBytes: 1234, spilledBytes: 5678, spilledTransactions: 3, systemId: '7', timeline: 1, lastError: null,
 };
 

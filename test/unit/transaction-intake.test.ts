@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createTransactionBuffer, type CommittedTransaction, type TransactionBuffer } from '../../src/buffer/index.js';
 import type { PgoutputMessage } from '../../src/source/pgoutput/messages.js';
 import { createRelationRegistry } from '../../src/source/relations.js';
+import { createMessageOrder } from '../../src/source/message-order.js';
 import { createTransactionIntake, type TransactionIntake } from '../../src/source/transaction-intake.js';
 import type { MessageChange, SourcePosition } from '../../src/source/types.js';
 
@@ -110,5 +111,32 @@ describe('transaction intake', () => {
     await feed([{ tag: 'message', transactional: false, lsn: '0/50', prefix: 'hb', content: Buffer.from('x') }]);
     expect(messages).toMatchObject([{ op: 'message', prefix: 'hb', transactional: false }]);
     expect(queued).toBe(0);
+  });
+
+  // The window the checkpoint writer's idle record must not fall into (pipeline/checkpoint-writer.ts):
+  // the commit is received — the source's received position is past it — but not yet taken in.
+  it("a spilled transaction's commit waits for its spill file: meanwhile it is neither open nor in flight, only pending in the message order", async () => {
+    const relations = createRelationRegistry();
+    const spilling = createTransactionIntake({
+      newBuffer: () => createTransactionBuffer({ makePosition, relations, spillDir: dir, memoryLimitBytes: 1_024 }),
+      onMessage: () => undefined,
+      onQueued: () => undefined,
+    });
+    const order = createMessageOrder({ take: (m, walStart, size) => spilling.take(m, walStart, size), failed: () => false, onError: (error) => { throw error; }, onFlowCheck: () => undefined, maxPending: 1_000 });
+    try {
+      order.push(relation, 0x10n, 10);
+      order.push(begin(7), 0x10n, 10);
+      for (let id = 1; id <= 500; id++) order.push(insert(id), 0x10n, 10);
+      await order.drained();
+      expect(spilling.bufferUsage().spills).toBe(1);
+      expect({ open: spilling.openTransactions, pending: order.pending }).toEqual({ open: 1, pending: 0 });
+
+      order.push(commit('0/900'), 0x900n, 10);
+      expect({ open: spilling.openTransactions, inFlight: spilling.inFlightTransactions, pending: order.pending }).toEqual({ open: 0, inFlight: 0, pending: 1 });
+      await order.drained();
+      expect({ open: spilling.openTransactions, inFlight: spilling.inFlightTransactions, pending: order.pending }).toEqual({ open: 0, inFlight: 1, pending: 0 });
+    } finally {
+      await spilling.close();
+    }
   });
 });
