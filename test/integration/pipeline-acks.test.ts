@@ -1,8 +1,13 @@
 // Acknowledgements of the running pipeline against PostgreSQL 17 and the in-memory KurrentDB:
 // the slot's confirmed_flush_lsn never passes what is durably appended (sampled while appends
 // are slow and in flight); a destination outage mid-run is waited out with every event exactly
-// once; a slot advanced behind the assembler's back is refused as "rebuild needed".
+// once; a slot advanced behind the assembler's back is refused as "rebuild needed"; a spilled
+// transaction's position is never recorded before it is durable, also when its spill file is slow.
+import { mkdtemp, open, rm, type FileHandle } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { checkpointStreamName } from '../../src/sink/index.js';
 import { createAssembler, RebuildNeededError, type Assembler } from '../../src/pipeline/index.js';
 import { compareLsn } from '../../src/source/position.js';
 import { createPipelineRig, workload, type PipelineRig } from './pipeline-rig.js';
@@ -127,4 +132,80 @@ describe('pipeline acknowledgements', () => {
     expect((error as Error).message).toContain('Rebuild:');
     expect(second.status().state).toBe('failed');
   });
+
+  // A spilled transaction's Commit is received (the source's received position past it) before
+  // it is taken in: while its spill file is finished it is neither open nor in flight. The idle
+  // checkpoint (a tick every 2 s) must not record that position then — a crash before the
+  // transaction is durable would restart past it. The spill file's write at the commit is made slower than a tick.
+  it("never records a spilled transaction's position before all of its events are durable, also while its spill file is slow to finish", async () => {
+    const slot = await rig.createSlot('spill');
+    const name = 'acks-spill';
+    const assembler = createAssembler(rig.config({ slot, name, limits: { memoryLimitBytes: 64 * 1024 } }), { logger: rig.logger() });
+    running.push(assembler);
+    const run = assembler.run();
+    await rig.until(() => expect(assembler.status().state).toBe('running'));
+
+    const restore = slowNextFileWrite(SLOW_WRITE_MS);
+    let slowed = false;
+    try {
+      await rig.sql(`INSERT INTO customer (id, name, email, card_number, country)
+                     SELECT 'sp' || g, 'Customer ' || g, 'sp' || g || '@secret.example', '4111-' || g, 'NL' FROM generate_series(1, ${SPILLED_ROWS}) g`);
+      await rig.until(() => expect(rig.businessStreams().filter((s) => s.startsWith('customer-sp')).length).toBe(SPILLED_ROWS), 30_000);
+    } finally {
+      slowed = restore();
+    }
+    expect(slowed).toBe(true);
+    expect(assembler.status().source?.spilledTransactions).toBe(1);
+    const events = rig.businessStreams().filter((s) => s.startsWith('customer-sp')).map((s) => rig.kdb.readStreamEvents(s)[0]!);
+    const commitLsn = rig.events('customer-sp1')[0]!.metadata['source.commitLsn']!;
+    const lastEvent = events.reduce((max, e) => (e.position > max ? e.position : max), 0n);
+    // Acknowledged past it (a heartbeat-free rig: a later transaction moves the checkpoint on).
+    await workload(rig).customer('after-spill');
+    await rig.until(async () => expect(compareLsn((await rig.slot(slot)).confirmed_flush_lsn, commitLsn)).toBeGreaterThan(0));
+
+    const records = rig.kdb.readStreamEvents(checkpointStreamName(name)).map((e) => ({
+      position: e.position,
+      endLsn: (JSON.parse(Buffer.from(e.data).toString('utf8')) as { position: { endLsn: string } }).position.endLsn,
+    }));
+    const covering = records.filter((r) => compareLsn(r.endLsn, commitLsn) > 0);
+    expect(covering.length).toBeGreaterThan(0);
+    for (const r of covering) expect(r.position > lastEvent, `checkpoint ${r.endLsn} recorded before the spilled transaction (commit ${commitLsn}) was durable`).toBe(true);
+    await assembler.stop();
+    await run;
+  });
 });
+
+/** Rows of the spilled transaction: past the 64 KiB buffer limit, under the spill file's 256 KiB write batch (one write, at the commit). */
+const SPILLED_ROWS = 1_000;
+const SLOW_WRITE_MS = 3_000;
+
+/**
+ * Makes the next `FileHandle.write()` of this process wait `ms` first — the spill file's one
+ * write, at the spilled transaction's commit (nothing else in the test process writes a file
+ * meanwhile) — like a slow disk. Returns the undo, which says whether the write came.
+ */
+function slowNextFileWrite(ms: number): () => boolean {
+  const proto = Object.getPrototypeOf(FILE_HANDLE) as FileHandle;
+  const write = proto.write;
+  let armed = true;
+  proto.write = async function slowWrite(this: FileHandle, ...args: Parameters<FileHandle['write']>) {
+    if (armed) {
+      armed = false;
+      await new Promise((resolve) => setTimeout(resolve, ms));
+    }
+    return (write as (...a: unknown[]) => ReturnType<FileHandle['write']>).apply(this, args);
+  } as FileHandle['write'];
+  return () => {
+    proto.write = write;
+    return !armed;
+  };
+}
+
+/** A closed file handle: its prototype is every FileHandle's. */
+const FILE_HANDLE: FileHandle = await (async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'ea-acks-'));
+  const handle = await open(join(dir, 'probe'), 'w');
+  await handle.close();
+  await rm(dir, { recursive: true, force: true });
+  return handle;
+})();
