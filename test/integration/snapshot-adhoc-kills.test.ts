@@ -70,6 +70,25 @@ describe.each([0, 1])('an ad hoc snapshot under a concurrent writer, killed at r
       }
     })();
 
+    /**
+     * `rig.until`, and on failure the slot's state beside the assembler's output: a start once
+     * failed with "requested WAL segment … has already been removed" (CI, 2026-12-06), and whether
+     * the slot's restart_lsn still pointed into a kept segment says whose fault that was.
+     */
+    const until = async (check: () => void, timeoutMs: number): Promise<void> => {
+      try {
+        await rig.until(check, timeoutMs);
+      } catch (error) {
+        const slot = await rig.sql(
+          `SELECT restart_lsn::text AS restart_lsn, confirmed_flush_lsn::text AS confirmed_flush_lsn, wal_status, pg_walfile_name(restart_lsn) AS restart_file,
+                  (SELECT min(name) FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$') AS oldest_kept_file
+             FROM pg_replication_slots WHERE slot_name = $1`,
+          [rig.slots[0]],
+        ).catch((e: unknown) => [String(e)]);
+        if (error instanceof Error) error.message += `\n--- slot ---\n${JSON.stringify(slot)}`;
+        throw error;
+      }
+    };
     const done = () => progressOf(rig, name)?.tables.every((t) => t.status === 'done') === true;
     const chunks = () => progressOf(rig, name)?.tables.find((t) => t.table === 'public.invoice')?.chunksDone ?? 0;
     let kills = 0;
@@ -77,7 +96,7 @@ describe.each([0, 1])('an ad hoc snapshot under a concurrent writer, killed at r
     children.push(run.child);
     while (kills < KILLS) {
       const target = chunks() + 2 + Math.floor(random() * 8);
-      await rig.until(() => expect(chunks() >= target || done(), run.output()).toBe(true), 90_000);
+      await until(() => expect(chunks() >= target || done(), run.output()).toBe(true), 90_000);
       if (done()) break;
       run.child.kill('SIGKILL');
       await run.exit();
@@ -86,7 +105,7 @@ describe.each([0, 1])('an ad hoc snapshot under a concurrent writer, killed at r
       children.push(run.child);
     }
     expect(kills, 'the kills should land mid-snapshot (seed above)').toBeGreaterThanOrEqual(2);
-    await rig.until(() => expect(done(), run.output()).toBe(true), 120_000);
+    await until(() => expect(done(), run.output()).toBe(true), 120_000);
     writing = false;
     await writer;
     // Everything the writer committed reaches its stream.
