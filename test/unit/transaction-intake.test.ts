@@ -122,7 +122,8 @@ describe('transaction intake', () => {
       onMessage: () => undefined,
       onQueued: () => undefined,
     });
-    const order = createMessageOrder({ take: (m, walStart, size) => spilling.take(m, walStart, size), failed: () => false, onError: (error) => { throw error; }, onFlowCheck: () => undefined, maxPending: 1_000 });
+    const errors: unknown[] = [];
+    const order = createMessageOrder({ take: (m, walStart, size) => spilling.take(m, walStart, size), failed: () => false, onError: (error) => errors.push(error), onFlowCheck: () => undefined, maxPending: 1_000 });
     try {
       order.push(relation, 0x10n, 10);
       order.push(begin(7), 0x10n, 10);
@@ -135,6 +136,7 @@ describe('transaction intake', () => {
       expect({ open: spilling.openTransactions, inFlight: spilling.inFlightTransactions, pending: order.pending }).toEqual({ open: 0, inFlight: 0, pending: 1 });
       await order.drained();
       expect({ open: spilling.openTransactions, inFlight: spilling.inFlightTransactions, pending: order.pending }).toEqual({ open: 0, inFlight: 1, pending: 0 });
+      expect(errors).toEqual([]);
     } finally {
       await spilling.close();
     }
