@@ -15,7 +15,7 @@
  */
 import { EVENT_ASSEMBLER_NAMESPACE, uuidv5 } from '../mapping/index.js';
 import { CHECKPOINT_EVENT_TYPE, checkpointStreamName, type KurrentDBSink, type SinkEvent, type SinkPosition } from '../sink/index.js';
-import type { PostgresSource } from '../source/index.js';
+import { isSourceIdle, type PostgresSource } from '../source/index.js';
 import { compareLsn, decodeCheckpoint, makeSourcePosition } from '../source/position.js';
 import type { Lsn } from '../source/types.js';
 import type { RunControl } from './run-control.js';
@@ -172,10 +172,9 @@ export function createCheckpointWriter(deps: CheckpointWriterDeps): CheckpointWr
       const source = deps.source();
       if (!source || !deps.sink() || writing || waiting || deps.pending() > 0 || deps.control.stopRequested) return;
       const s = source.status();
-      // Everything received must be taken in and acknowledged: a spilled transaction's commit is
-      // received (and `receivedLsn` past it) before it is taken in — it is then neither open nor
-      // in flight, only pending. Recorded then, a crash before it was durable would restart past it.
-      if (s.pendingMessages > 0 || s.inFlightTransactions > 0 || s.openTransactions > 0 || !s.systemId || s.timeline === null) return;
+      // The source's own test: a spilled transaction's commit is received (`receivedLsn` past it)
+      // before it is taken in, only pending then. Recorded then, a crash before it was durable would restart past it.
+      if (!isSourceIdle(s) || !s.systemId || s.timeline === null) return;
       const received = s.receivedLsn;
       if (received === '0/0' || isRecorded(received)) return;
       const position = makeSourcePosition({ systemId: s.systemId, timeline: s.timeline, slot: deps.slot, commitLsn: received, xid: 0 });

@@ -9,7 +9,7 @@
  * - `replication.ts` (and `replication/`) — the replication connection, feedback and reconnects.
  */
 export type { CommittedTransaction, NonTransactionalMessage } from '../buffer/index.js';
-export { createPostgresSource, type PostgresSource, type SourceState, type SourceStatus } from './postgres-source.js';
+export { createPostgresSource, isSourceIdle, type PostgresSource, type SourceState, type SourceStatus } from './postgres-source.js';
 export { classifyFailure, describeSlotHolder, querySlotHolder, SlotActiveError, type FailureKind, type SlotHolder } from './replication.js';
 export { HEARTBEAT_PREFIX, HEARTBEAT_SQL, heartbeatParams, isHeartbeatOnly, type HeartbeatContent } from './heartbeat.js';
 export { parsePostgresSourceOptions, SourceConfigError, type PostgresSourceOptions, type PostgresSourceTable } from './source-options.js';

@@ -53,8 +53,7 @@ export interface SourceStatus {
   /**
    * Messages received and not yet taken in: the buffer waits for its disk (a spilled
    * transaction's commit while its spill file is finished, for one). The received position may
-   * already be past them, so a position is recorded as idle only while this, the open and the
-   * in-flight transactions are all 0.
+   * already be past them (see {@link isSourceIdle}).
    */
   readonly pendingMessages: number;
   readonly paused: boolean;
@@ -68,6 +67,15 @@ export interface SourceStatus {
   readonly systemId: string | null;
   readonly timeline: number | null;
   readonly lastError: Error | null;
+}
+
+/**
+ * Nothing received waits to become durable: no message waiting to be taken in, no transaction
+ * open or in flight. The one test of idleness — the keepalive acknowledgement and the idle
+ * checkpoint take a received position as durable only then.
+ */
+export function isSourceIdle(s: Pick<SourceStatus, 'pendingMessages' | 'inFlightTransactions' | 'openTransactions'>): boolean {
+  return s.pendingMessages === 0 && s.inFlightTransactions === 0 && s.openTransactions === 0;
 }
 
 export interface PostgresSource {
@@ -228,7 +236,7 @@ export function createPostgresSource(options: PostgresSourceOptions): PostgresSo
     },
     onMessage: (message, walStart, size) => order.push(message, walStart, size),
     isIdle() {
-      return order.pending === 0 && intake.inFlightTransactions === 0 && intake.openTransactions === 0;
+      return isSourceIdle({ pendingMessages: order.pending, inFlightTransactions: intake.inFlightTransactions, openTransactions: intake.openTransactions });
     },
     idleLimit() {
       const limit = options.idleAcknowledgeLimit?.() ?? null;
