@@ -13,7 +13,8 @@
 // row of this process and of the server process, and this process's peak RSS over the run
 // (VmHWM, reset before each run through /proc/self/clear_refs). Kind `process`: the initial
 // snapshot with the assembler as a child process (the CLI from the build, bench/lib/snapshot-process.ts):
-// its own peak RSS and CPU, start-up included. EA_BENCH_SNAPSHOT_OPTIONS (JSON) adds options to
+// its own peak RSS and CPU, start-up included; EA_BENCH_SNAPSHOT_SHAPE=ts or mjs runs it as a deployment
+// does, with a TypeScript or a JavaScript configuration (bench/lib/snapshot-process.ts). EA_BENCH_SNAPSHOT_OPTIONS (JSON) adds options to
 // the assembler's `snapshot` section (every kind), e.g. '{"chunkSize":4096}' or '{"parallelism":2}'.
 // Prints only; record figures by hand.
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -45,7 +46,7 @@ function resetPeak(): void {
   }
 }
 
-log(`load average at start ${os.loadavg().map((l) => l.toFixed(2)).join(' / ')}; ${ROWS.toLocaleString('en-US')} invoices, ${KINDS.join(' + ')}, ${ROUNDS} round(s), build ${process.env.EA_BENCH_BUILD_DIR ?? '.tmp/bench-build'}`);
+log(`load average at start ${os.loadavg().map((l) => l.toFixed(2)).join(' / ')}; ${ROWS.toLocaleString('en-US')} invoices, ${KINDS.join(' + ')}, ${ROUNDS} round(s), build ${process.env.EA_BENCH_BUILD_DIR ?? '.tmp/bench-build'}${KINDS.includes('process') ? `, process shape ${process.env.EA_BENCH_SNAPSHOT_SHAPE ?? 'dev'}` : ''}`);
 const server = await startEmbeddedPostgres();
 const lines: string[] = [];
 try {

@@ -4,6 +4,15 @@
  * its peak RSS (VmHWM) and CPU time alone: the bench process (tsx, the harness, the fill) is not
  * in the figure. Timed from the process start (Node start-up and config loading included) until
  * its log says "snapshot: complete"; then stopped with SIGTERM.
+ *
+ * EA_BENCH_SNAPSHOT_SHAPE, how the process is put together:
+ * - `dev` (default, as every record before 2026-12-06's config-language one): the CLI from the build
+ *   under `--import tsx`, its configuration importing `src/` and the example's TypeScript sources — a
+ *   second copy of the library compiled by tsx, which no deployment loads;
+ * - `ts`: a deployment with a TypeScript configuration — the CLI, the library and the example's
+ *   mappers from one compiled tree (bench/tsconfig.package.json, `.tmp/bench-package`), the
+ *   `.ts` configuration loaded by the CLI through tsx;
+ * - `mjs`: the same with the configuration in JavaScript: no TypeScript loader in the process.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -11,7 +20,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { REPO_ROOT, startAssemblerProcess } from '../../test/resilience/assembler-process.js';
 import type { EmbeddedPostgres } from '../../src/testing/postgres.js';
-import { COMMAND } from './bulk-drain.js';
+import { COMMAND, NODE_ARGS } from './bulk-drain.js';
 import { createBenchDatabase, PUBLICATION, TABLES } from './invoicing-db.js';
 import type { ServerProcess } from './kurrentdb-server.js';
 import { CONTRACTS_DIR } from './pipeline-run.js';
@@ -36,6 +45,19 @@ function vmHwmKiB(pid: number): number {
   }
 }
 
+const SHAPES = ['dev', 'ts', 'mjs'] as const;
+const SHAPE = (process.env.EA_BENCH_SNAPSHOT_SHAPE ?? 'dev') as (typeof SHAPES)[number];
+if (!SHAPES.includes(SHAPE)) throw new Error(`EA_BENCH_SNAPSHOT_SHAPE: use ${SHAPES.join(', ')} (got "${SHAPE}")`);
+const PACKAGE_DIR = process.env.EA_BENCH_PACKAGE_DIR ?? '.tmp/bench-package';
+/** `ts` and `mjs`: the compiled tree's CLI (bench/lib/package-cli.mjs) with the CLI's Node flags. */
+const PACKAGE_COMMAND = [...NODE_ARGS, path.join(REPO_ROOT, 'bench/lib/package-cli.mjs')];
+
+/** The URL the configuration imports `file` (a TypeScript source of the repository) from, in {@link SHAPE}. */
+function moduleUrl(file: string): string {
+  const inTree = SHAPE === 'dev' ? file : path.join(PACKAGE_DIR, file.replace(/\.ts$/, '.js'));
+  return pathToFileURL(path.join(REPO_ROOT, inTree)).href;
+}
+
 /** The `snapshot` section of the assembler's configuration: an initial snapshot, with EA_BENCH_SNAPSHOT_OPTIONS added. */
 const SNAPSHOT_SECTION = JSON.stringify({ mode: 'initial', ...SNAPSHOT_OPTIONS });
 
@@ -45,13 +67,12 @@ export async function initialSnapshotProcessRun(server: EmbeddedPostgres, kurren
   const slot = `bench_snapshot_process${suffix}`;
   const dir = mkdtempSync(path.join(os.tmpdir(), 'ea-snapshot-'));
   const logFile = path.join(dir, 'assembler.log');
-  const src = (file: string): string => pathToFileURL(path.join(REPO_ROOT, file)).href;
   writeFileSync(path.join(dir, 'package.json'), '{ "type": "module" }\n');
-  const config = path.join(dir, 'snapshot.config.ts');
+  const config = path.join(dir, `snapshot.config.${SHAPE === 'mjs' ? 'mjs' : 'ts'}`);
   writeFileSync(
     config,
-    `import { defineConfig } from '${src('src/config/index.ts')}';
-import { createInvoicingMappers } from '${src('examples/invoicing/index.ts')}';
+    `import { defineConfig } from '${moduleUrl('src/config/index.ts')}';
+import { createInvoicingMappers } from '${moduleUrl('examples/invoicing/index.ts')}';
 export default defineConfig({
   name: 'bench-snapshot-process',
   source: { connection: process.env.BENCH_CAPTURE_URL, slot: '${slot}', publication: '${PUBLICATION}', tables: ${JSON.stringify(TABLES)} },
@@ -64,7 +85,7 @@ export default defineConfig({
   );
   const serverStart = cpuSeconds(kurrent.pid);
   const started = performance.now();
-  const child = startAssemblerProcess(config, logFile, { BENCH_CAPTURE_URL: server.connectionString({ database: db.name }), BENCH_KURRENTDB_URL: kurrent.connectionString }, COMMAND);
+  const child = startAssemblerProcess(config, logFile, { BENCH_CAPTURE_URL: server.connectionString({ database: db.name }), BENCH_KURRENTDB_URL: kurrent.connectionString }, SHAPE === 'dev' ? COMMAND : PACKAGE_COMMAND);
   let peak = 0;
   try {
     for (const deadline = Date.now() + 3_600_000; ; ) {
