@@ -60,6 +60,8 @@ function moduleUrl(file: string): string {
 
 /** The `snapshot` section of the assembler's configuration: an initial snapshot, with EA_BENCH_SNAPSHOT_OPTIONS added. */
 const SNAPSHOT_SECTION = JSON.stringify({ mode: 'initial', ...SNAPSHOT_OPTIONS });
+/** EA_BENCH_LIMITS (JSON, e.g. '{"maxCachedStreams":20000}', as pipeline-run.ts takes it): the configuration's `limits`, the defaults otherwise. */
+const LIMITS_LINE = process.env.EA_BENCH_LIMITS ? `\n  limits: ${JSON.stringify(JSON.parse(process.env.EA_BENCH_LIMITS))},` : '';
 
 export async function initialSnapshotProcessRun(server: EmbeddedPostgres, kurrent: ServerProcess, rows: number, suffix = ''): Promise<SnapshotProcessRun> {
   const db = await createBenchDatabase(server, `bench_snapshot_process${suffix}`);
@@ -79,7 +81,7 @@ export default defineConfig({
   destination: { connectionString: process.env.BENCH_KURRENTDB_URL },
   mappers: createInvoicingMappers(),
   contracts: { dir: ${JSON.stringify(CONTRACTS_DIR)} },
-  snapshot: ${SNAPSHOT_SECTION},
+  snapshot: ${SNAPSHOT_SECTION},${LIMITS_LINE}
 });
 `,
   );

@@ -54,27 +54,38 @@ function createSegment<S>() {
 
 /** The share of the cache that streams used more than once may hold (the protected segment). */
 export const PROTECTED_SHARE = 0.8;
+/** The share of the cache that streams a pass touched once may hold (the passing segment, see `createLru`). */
+export const PASSING_SHARE = 0.2;
 
 /**
- * Stream states, `capacity` of them kept once full, in two segments (a segmented LRU): a stream
+ * Stream states, `capacity` of them kept once full, in three segments (a segmented LRU): a stream
  * set for the first time enters the probation segment; used again (`get`) while cached, it moves
  * to the protected one, which holds at most `PROTECTED_SHARE` of the capacity and hands its least
  * recently used back to probation when over. Each new stream over the capacity evicts the least
- * recently used of probation (of protected when probation is empty). Every operation is O(1).
+ * recently used of passing, then of probation, then of protected. Every operation is O(1).
  *
  * Why not plain LRU: a bulk statement touches its streams in one pass, and the next one in the
  * same order. Over more streams than the capacity, plain LRU evicts each stream just before the
  * pass comes back to it — after a graceful restart with 100,000 carried states, an update of all
  * 120,000 orders missed on every one of them. Here a pass of streams seen once churns probation
  * only, and the streams used before (carried ones are adopted as used, `setUsed`) stay.
+ *
+ * The passing segment: a stream set `passing` (a snapshot record's append: one per entity, and no
+ * pass comes back to it) holds at most `PASSING_SHARE` of the capacity, evicting its own least
+ * recently used beyond that; used again, it is protected like any other. A 1,000,000-row snapshot
+ * otherwise filled the whole cache with states it never asks for again: ~200 B of live heap each,
+ * held twice over by the old generation's growth (bench/results/2026-12-06-snapshot-cache.md).
  */
 export function createLru<S>(capacity: number, onEvict: () => void) {
   const limit = Math.max(1, capacity);
   const protectedLimit = Math.floor(limit * PROTECTED_SHARE);
+  const passingLimit = Math.max(1, Math.floor(limit * PASSING_SHARE));
+  const passing = createSegment<S>();
   const probation = createSegment<S>();
   const kept = createSegment<S>();
+  const size = (): number => kept.size + probation.size + passing.size;
   function evictOne(): void {
-    if ((probation.takeOldest() ?? kept.takeOldest()) !== undefined) onEvict();
+    if ((passing.takeOldest() ?? probation.takeOldest() ?? kept.takeOldest()) !== undefined) onEvict();
   }
   /** Into the protected segment as the most recently used; its overflow goes back to probation. */
   function protect(stream: string, state: S): void {
@@ -86,48 +97,59 @@ export function createLru<S>(capacity: number, onEvict: () => void) {
     }
   }
   return {
-    /** The state of a cached stream, which counts as a use (probation → protected). */
+    /** The state of a cached stream, which counts as a use (probation or passing → protected). */
     get(stream: string): S | undefined {
       const state = kept.peek(stream);
       if (state !== undefined) {
         kept.set(stream, state);
         return state;
       }
-      const tried = probation.peek(stream);
+      const segment = probation.has(stream) ? probation : passing;
+      const tried = segment.peek(stream);
       if (tried !== undefined) {
-        probation.delete(stream);
+        segment.delete(stream);
         protect(stream, tried);
       }
       return tried;
     },
     /** Whether `stream` is cached, without touching its recency. */
     has(stream: string): boolean {
-      return kept.has(stream) || probation.has(stream);
+      return kept.has(stream) || probation.has(stream) || passing.has(stream);
     },
-    /** Sets a stream's state: in the segment it is in (as its most recently used), a new stream in probation. */
-    set(stream: string, state: S): void {
+    /**
+     * Sets a stream's state: in the protected segment when it is there (as its most recently used);
+     * otherwise in probation, or with `passing` in the passing segment (a stream only in probation
+     * moves there: it was read for this same touch).
+     */
+    set(stream: string, state: S, touch: 'once' | 'passing' = 'once'): void {
       if (kept.has(stream)) return kept.set(stream, state);
-      if (!probation.has(stream) && kept.size + probation.size >= limit) evictOne();
-      probation.set(stream, state);
+      const segment = touch === 'passing' ? passing : probation;
+      const other = touch === 'passing' ? probation : passing;
+      const known = segment.has(stream) || other.delete(stream);
+      if (!known && size() >= limit) evictOne();
+      segment.set(stream, state);
+      if (passing.size > passingLimit && passing.takeOldest() !== undefined) onEvict();
     },
     /** Sets a stream's state as one used before (a carried state): into the protected segment. */
     setUsed(stream: string, state: S): void {
-      if (probation.delete(stream)) return protect(stream, state);
-      if (!kept.has(stream) && kept.size + probation.size >= limit) evictOne();
+      if (probation.delete(stream) || passing.delete(stream)) return protect(stream, state);
+      if (!kept.has(stream) && size() >= limit) evictOne();
       protect(stream, state);
     },
     delete(stream: string): boolean {
-      return kept.delete(stream) || probation.delete(stream);
+      return kept.delete(stream) || probation.delete(stream) || passing.delete(stream);
     },
     clear(): void {
       kept.clear();
       probation.clear();
+      passing.clear();
     },
     get size(): number {
-      return kept.size + probation.size;
+      return size();
     },
-    /** Every entry, the first to be evicted first: probation, then protected, each least recently used first. */
+    /** Every entry, the first to be evicted first: passing, probation, then protected, each least recently used first. */
     *entries(): Generator<[string, S]> {
+      yield* passing.entries();
       yield* probation.entries();
       yield* kept.entries();
     },

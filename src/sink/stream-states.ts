@@ -3,7 +3,8 @@
  * learns it.
  *
  * - A cache (a segmented LRU, state-cache.ts: a bulk pass over more streams than it holds does
- *   not push out the streams used before) keeps what appends and reads taught, across calls.
+ *   not push out the streams used before; a snapshot's appends take a fifth of it at most) keeps
+ *   what appends and reads taught, across calls.
  *   Each append call also keeps its own map of the states it works with (`CallStates`), so a
  *   call larger than the cache never loses a state it still needs.
  * - A stream not in the cache is touched for the first time in one of two ways
@@ -343,9 +344,9 @@ export function createStreamStates(options: StreamStatesOptions): StreamStates {
     onRead: (state) => noteRead(state),
   });
 
-  /** Sets a stream's state in the cache; a prefetched one, read before this, is forgotten. */
-  function remember(stream: string, state: StreamState): void {
-    cache.set(stream, state);
+  /** Sets a stream's state in the cache (`passing`: a snapshot record's append taught it); a prefetched one, read before this, is forgotten. */
+  function remember(stream: string, state: StreamState, touch: 'once' | 'passing' = 'once'): void {
+    cache.set(stream, state, touch);
     prefetched.invalidate(stream);
   }
 
@@ -438,7 +439,7 @@ export function createStreamStates(options: StreamStatesOptions): StreamStates {
     learned(stream, revision, last, known) {
       const { unit, ordinal, count, scope } = last.receiptParts;
       const state = new KnownState(revision, unit, share, ordinal, count, scope);
-      remember(stream, state);
+      remember(stream, state, unit.kind === 'snapshot' ? 'passing' : 'once');
       known?.set(stream, state);
     },
     drop(stream, known) {

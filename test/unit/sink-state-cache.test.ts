@@ -90,4 +90,42 @@ describe('createLru', () => {
     lru.clear();
     expect(lru.size).toBe(0);
   });
+
+  it('a snapshot pass (set passing) keeps at most 20 % of the capacity and evicts nothing else, however long', () => {
+    let evicted = 0;
+    const lru = createLru<number>(1_000, () => (evicted += 1));
+    for (let i = 0; i < 300; i++) lru.set(`used-${i}`, i);
+    for (let i = 0; i < 300; i++) lru.get(`used-${i}`); // protected
+    for (let i = 0; i < 400; i++) lru.set(`once-${i}`, i); // probation
+    for (let i = 0; i < 100_000; i++) lru.set(`row-${i}`, i, 'passing');
+    expect(lru.size).toBe(900);
+    expect(evicted).toBe(100_000 - 200);
+    for (let i = 0; i < 300; i++) expect(lru.has(`used-${i}`)).toBe(true);
+    for (let i = 0; i < 400; i++) expect(lru.has(`once-${i}`)).toBe(true);
+    // The newest 200 of the pass, first to be evicted first, ahead of probation and protected.
+    const keys = [...lru.entries()].map(([k]) => k);
+    expect(keys.slice(0, 200)).toEqual(Array.from({ length: 200 }, (_, i) => `row-${99_800 + i}`));
+    expect(keys[200]).toBe('once-0');
+  });
+
+  it('a pass keeps its share and, in a full cache, makes room from the pass first; a passing stream used again is protected, and one set once moves over', () => {
+    const lru = createLru<number>(10, () => undefined);
+    for (let i = 0; i < 5; i++) lru.set(`s-${i}`, i);
+    lru.set('row-a', 0, 'passing');
+    lru.set('row-b', 0, 'passing');
+    lru.set('row-c', 0, 'passing'); // over the pass's share (2): its own oldest goes
+    expect([lru.has('row-a'), lru.has('row-b'), lru.has('row-c'), lru.size]).toEqual([false, true, true, 7]);
+    for (let i = 5; i < 8; i++) lru.set(`s-${i}`, i); // full
+    lru.set('row-d', 0, 'passing'); // full: the pass's oldest goes, not s-0
+    expect([lru.has('row-b'), lru.has('s-0'), lru.size]).toEqual([false, true, 10]);
+    expect(lru.get('row-c')).toBe(0); // used again: protected, out of the pass's share
+    lru.set('s-0', 7, 'passing'); // set once, then touched by the pass: counts in the pass
+    lru.set('row-e', 0, 'passing');
+    expect([lru.has('row-d'), lru.has('row-c'), lru.has('s-0'), lru.has('row-e'), lru.size]).toEqual([false, true, true, true, 10]);
+    lru.set('s-0', 8); // touched once more, not by the pass: back in probation
+    expect([...lru.entries()].map(([k]) => k)).toEqual(['row-e', 's-1', 's-2', 's-3', 's-4', 's-5', 's-6', 's-7', 's-0', 'row-c']);
+    lru.setUsed('row-e', 1); // a carried state: protected wherever it was
+    expect([...lru.entries()].map(([k]) => k).slice(-2)).toEqual(['row-c', 'row-e']);
+    expect(lru.get('s-0')).toBe(8);
+  });
 });
