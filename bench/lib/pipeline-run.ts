@@ -12,6 +12,8 @@ import { compareLsn, createAssembler, silentLogger } from './subject.js';
 import { TABLES } from './invoicing-db.js';
 
 export const CONTRACTS_DIR = fileURLToPath(new URL('../../contracts/invoicing', import.meta.url));
+/** Experiments: EA_BENCH_LIMITS='{"maxInFlightTransactions":4000}' sets the configuration's `limits` (defaults otherwise), here and in snapshot-process.ts. */
+export const BENCH_LIMITS = process.env.EA_BENCH_LIMITS ? (JSON.parse(process.env.EA_BENCH_LIMITS) as Record<string, number>) : null;
 
 /** Accepts every batch at once: the pipeline without a destination. */
 export const nullSink: Sink = {
@@ -37,8 +39,7 @@ export function benchAssembler(target: PipelineTarget): Assembler {
       destination: { connectionString: target.destination ?? 'kurrentdb://127.0.0.1:1?tls=false' },
       mappers,
       contracts: { dir: CONTRACTS_DIR },
-      // Experiments: EA_BENCH_LIMITS='{"maxInFlightTransactions":4000}' (defaults otherwise).
-      ...(process.env.EA_BENCH_LIMITS ? { limits: JSON.parse(process.env.EA_BENCH_LIMITS) as Record<string, number> } : {}),
+      ...(BENCH_LIMITS ? { limits: BENCH_LIMITS } : {}),
     },
     { logger: silentLogger, ...(target.sink ? { sink: target.sink } : {}) },
   );

@@ -23,7 +23,7 @@ import type { EmbeddedPostgres } from '../../src/testing/postgres.js';
 import { COMMAND, NODE_ARGS } from './bulk-drain.js';
 import { createBenchDatabase, PUBLICATION, TABLES } from './invoicing-db.js';
 import type { ServerProcess } from './kurrentdb-server.js';
-import { CONTRACTS_DIR } from './pipeline-run.js';
+import { BENCH_LIMITS, CONTRACTS_DIR } from './pipeline-run.js';
 import { cpuSeconds, mainThreadCpuSeconds } from './proc-cpu.js';
 import { fillInvoices } from './reconcile-line.js';
 import { SNAPSHOT_OPTIONS } from './snapshot-runs.js';
@@ -60,8 +60,8 @@ function moduleUrl(file: string): string {
 
 /** The `snapshot` section of the assembler's configuration: an initial snapshot, with EA_BENCH_SNAPSHOT_OPTIONS added. */
 const SNAPSHOT_SECTION = JSON.stringify({ mode: 'initial', ...SNAPSHOT_OPTIONS });
-/** EA_BENCH_LIMITS (JSON, e.g. '{"maxCachedStreams":20000}', as pipeline-run.ts takes it): the configuration's `limits`, the defaults otherwise. */
-const LIMITS_LINE = process.env.EA_BENCH_LIMITS ? `\n  limits: ${JSON.stringify(JSON.parse(process.env.EA_BENCH_LIMITS))},` : '';
+/** EA_BENCH_LIMITS (e.g. '{"maxCachedStreams":20000}'): the configuration's `limits`, the defaults otherwise. */
+const LIMITS_LINE = BENCH_LIMITS ? `\n  limits: ${JSON.stringify(BENCH_LIMITS)},` : '';
 
 export async function initialSnapshotProcessRun(server: EmbeddedPostgres, kurrent: ServerProcess, rows: number, suffix = ''): Promise<SnapshotProcessRun> {
   const db = await createBenchDatabase(server, `bench_snapshot_process${suffix}`);

@@ -104,10 +104,10 @@ export function createLru<S>(capacity: number, onEvict: () => void) {
         kept.set(stream, state);
         return state;
       }
-      const segment = probation.has(stream) ? probation : passing;
-      const tried = segment.peek(stream);
+      const onProbation = probation.peek(stream);
+      const tried = onProbation ?? passing.peek(stream);
       if (tried !== undefined) {
-        segment.delete(stream);
+        (onProbation !== undefined ? probation : passing).delete(stream);
         protect(stream, tried);
       }
       return tried;
@@ -128,7 +128,7 @@ export function createLru<S>(capacity: number, onEvict: () => void) {
       const known = segment.has(stream) || other.delete(stream);
       if (!known && size() >= limit) evictOne();
       segment.set(stream, state);
-      if (passing.size > passingLimit && passing.takeOldest() !== undefined) onEvict();
+      if (touch === 'passing' && passing.size > passingLimit && passing.takeOldest() !== undefined) onEvict();
     },
     /** Sets a stream's state as one used before (a carried state): into the protected segment. */
     setUsed(stream: string, state: S): void {
