@@ -1,6 +1,6 @@
 // What the configuration module's language costs in memory for the life of the process: the
-// invoicing example's configuration as `.ts` (loaded through tsx, as the CLI loads it) and as
-// `.mjs` (no TypeScript loader), each loaded by a fresh process with the CLI's Node flags
+// invoicing example's configuration as `.ts` (compiled as the CLI compiles it: on its main thread
+// since 2026-12-06, through tsx before) and as `.mjs`, each loaded by a fresh process with the CLI's Node flags
 // (bench/lib/config-load-probe.mjs), interleaved; the mappers and the library from the compiled
 // tree (bench/tsconfig.package.json), as a deployment imports them from the package.
 //

@@ -1,6 +1,6 @@
 // The CLI of a compiled tree (bench/tsconfig.package.json) started as bin/event-assembler.js starts
-// dist's: no TypeScript loader in the process unless the configuration module needs one (a .ts
-// config loads tsx through the CLI's own config loader). EA_BENCH_PACKAGE_DIR picks the tree.
+// dist's: no TypeScript loader in the process (a .ts configuration is compiled by the CLI's own
+// config loader, src/config/compile-module.ts). EA_BENCH_PACKAGE_DIR picks the tree.
 import '../../bin/main-thread-heap.js';
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';

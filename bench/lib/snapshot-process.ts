@@ -8,10 +8,10 @@
  * EA_BENCH_SNAPSHOT_SHAPE, how the process is put together:
  * - `dev` (default, as every record before 2026-12-06's config-language one): the CLI from the build
  *   under `--import tsx`, its configuration importing `src/` and the example's TypeScript sources — a
- *   second copy of the library compiled by tsx, which no deployment loads;
+ *   second copy of the library, compiled with the configuration, which no deployment loads;
  * - `ts`: a deployment with a TypeScript configuration — the CLI, the library and the example's
  *   mappers from one compiled tree (bench/tsconfig.package.json, `.tmp/bench-package`), the
- *   `.ts` configuration loaded by the CLI through tsx;
+ *   `.ts` configuration compiled by the CLI (src/config/compile-module.ts; through tsx until 2026-12-06);
  * - `mjs`: the same with the configuration in JavaScript: no TypeScript loader in the process.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

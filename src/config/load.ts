@@ -1,13 +1,14 @@
 /**
- * Loads a configuration module (`.ts`, `.mts`, `.js`, `.mjs`): its default export (or an export
- * named `config`) is the {@link AssemblerConfig}. TypeScript goes through tsx's ESM API, so no
- * build step is needed. A module that fails to load is reported with its file and line.
+ * Loads a configuration module (`.ts`, `.mts`, `.cts`, `.js`, `.mjs`, `.cjs`): its default export (or an export
+ * named `config`) is the {@link AssemblerConfig}. TypeScript is compiled on the main thread
+ * (compile-module.ts), so no build step is needed. A module that fails to load is reported with its file and line.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, extname, resolve } from 'node:path';
 import { pathToFileURL, fileURLToPath } from 'node:url';
 import { EventAssemblerError } from '../errors.js';
+import { importCompiledModule } from './compile-module.js';
 import { parseConfig, type AssemblerConfig, type ResolvedConfig } from './schema.js';
 
 /** The configuration module could not be loaded; `file` and (when known) `line`/`column` say where. */
@@ -52,6 +53,9 @@ export function locateLoadError(error: unknown, file: string): { file: string; l
     const esbuild = /ERROR: (.+)/.exec(err.message);
     return (esbuild?.[1] ?? fallback).trim();
   };
+  // esbuild's build failure (compile-module.ts): the location's file is relative to the working directory, its column 0-based.
+  const failed = (error as { errors?: ReadonlyArray<{ text: string; location: { file: string; line: number; column: number } | null }> } | null)?.errors?.[0];
+  if (failed?.location) return { file: resolve(failed.location.file), line: failed.location.line, column: failed.location.column + 1, reason: failed.text };
   const firstLine = (s: string): string => s.split('\n').find((l) => l.trim() !== '' && !/^Transform failed/.test(l)) ?? s;
   // esbuild (tsx): "/abs/path/file.ts:3:14: ERROR: Expected ..."
   for (const m of text.matchAll(/((?:file:\/\/)?\/[^\s:]+\.[cm]?[jt]s):(\d+):(\d+): ERROR: (.+)/g)) {
@@ -90,15 +94,14 @@ export async function importConfigModule(file: string): Promise<{ file: string; 
     throw new ConfigLoadError(path, null, null, 'the file does not exist (the path is resolved against the working directory)', undefined, 'pass --config the path of your configuration module');
   }
   const ext = extname(path);
-  if (!EXTENSIONS.has(ext)) throw new ConfigLoadError(path, null, null, `unsupported extension "${ext}"; use .ts, .mts, .js or .mjs`);
+  if (!EXTENSIONS.has(ext)) throw new ConfigLoadError(path, null, null, `unsupported extension "${ext}"; use .ts, .mts, .cts, .js, .mjs or .cjs`);
   const url = pathToFileURL(path).href;
   let mod: Record<string, unknown>;
-  // Stack traces of TypeScript modules then point at the original lines (tsx emits source maps).
+  // Stack traces of TypeScript modules then point at the original lines (the compiled module carries a source map).
   process.setSourceMapsEnabled(true);
   try {
     if (ext === '.ts' || ext === '.mts' || ext === '.cts') {
-      const { tsImport } = await import('tsx/esm/api');
-      mod = (await tsImport(url, import.meta.url)) as Record<string, unknown>;
+      mod = await importCompiledModule(path);
     } else {
       mod = (await import(url)) as Record<string, unknown>;
     }
