@@ -6,7 +6,7 @@
  * instance of `event-assembler`, `pg` and the rest, and a `.js` file sees itself as it is.
  *
  * Why not a loader: on Node 20, module hooks (tsx's `tsImport` among them) run in a thread of
- * their own that lives as long as the process; with its heap it kept 33–46 MiB for nothing
+ * their own that lives as long as the process; with its heap it kept 39–46 MiB for nothing
  * after the configuration had loaded (bench/results/2026-12-06-config-language.md).
  *
  * What a file sees as `import.meta.url` / `.filename` / `.dirname` is its own location, not the
@@ -81,7 +81,7 @@ function typeScriptOnly(): Plugin {
         if (found.errors.length > 0) return { errors: found.errors };
         if (TYPESCRIPT.test(found.path)) return { path: found.path };
         // JavaScript is imported as it is, from where it is: the compiled module may live anywhere.
-        return { path: args.kind === 'require-call' ? found.path : pathToFileURL(found.path).href, external: true };
+        return { path: args.kind.startsWith('require-') ? found.path : pathToFileURL(found.path).href, external: true };
       });
       build.onLoad({ filter: TYPESCRIPT }, (args) => {
         const contents = readFileSync(args.path, 'utf8');
