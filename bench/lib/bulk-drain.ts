@@ -66,7 +66,7 @@ export async function drain(rig: BulkRig, lsn: string, serverPid?: number, limit
   const startedBefore = countLines(rig.logFile, 'assembler started');
   const logFrom = existsSync(rig.logFile) ? statSync(rig.logFile).size : 0;
   const assembler: BulkAssembler = rig.start(limits);
-  // CPU from the start-up line on (start-up itself — loading the config through tsx — is not the drain's).
+  // CPU from the start-up line on (start-up itself — loading the config — is not the drain's).
   let base = { assembler: 0, mainThread: 0, server: serverPid ? (cpuSeconds(serverPid) ?? 0) : 0 };
   const watch = setInterval(() => {
     if (countLines(rig.logFile, 'assembler started') > startedBefore) {

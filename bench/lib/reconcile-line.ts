@@ -136,7 +136,7 @@ export async function startReconcileLine(server: EmbeddedPostgres, kurrentdb: st
 }
 
 /**
- * The configuration module the CLI loads (TypeScript through tsx, as users write it): the running
+ * The configuration module the CLI loads (TypeScript, as users write it): the running
  * assembler's name, source and destination, and the invoicing reconcilers. Connections come from
  * the environment (EA_BENCH_CAPTURE_URL, EA_BENCH_KURRENTDB_URL).
  */

@@ -6,7 +6,8 @@
  * `EA_BENCH_FROM=src` it measures the TypeScript sources through tsx instead, as `npm start` runs
  * them; tsx compiles with esbuild's keepNames, which wraps every function it creates, and costs
  * about a quarter more CPU per transaction (measured: null sink 229 vs 175 µs CPU/transaction).
- * The mappers (examples/invoicing) are user code loaded through tsx either way, as the CLI does.
+ * The mappers (examples/invoicing) are user code loaded through tsx either way (the CLI compiles a
+ * configuration's TypeScript with esbuild, without keepNames, since 2026-12-06: src/config/compile-module.ts).
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

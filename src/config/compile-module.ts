@@ -1,8 +1,9 @@
 /**
  * Imports a TypeScript module on the main thread, with no module-hooks thread: esbuild compiles
  * the module and every TypeScript file it imports (by path, or through a package: a workspace
- * package's sources) into one ES module, which is imported from a temporary file. JavaScript
- * stays an import of the file Node would load for it, so the module shares the process's
+ * package's sources) and every JSON file they import into one ES module, which is imported from a
+ * temporary file. JavaScript stays an import of the file Node would load for it (so it cannot
+ * import TypeScript in turn), so the module shares the process's
  * instance of `event-assembler`, `pg` and the rest, and a `.js` file sees itself as it is.
  *
  * Why not a loader: on Node 20, module hooks (tsx's `tsImport` among them) run in a thread of
@@ -79,7 +80,8 @@ function typeScriptOnly(): Plugin {
         const specifier = args.path.startsWith('file:') ? fileURLToPath(args.path) : args.path;
         const found = await build.resolve(specifier, { kind: args.kind, importer: args.importer, resolveDir: args.resolveDir, pluginData: RESOLVING });
         if (found.errors.length > 0) return { errors: found.errors };
-        if (TYPESCRIPT.test(found.path)) return { path: found.path };
+        // JSON too: TypeScript imports it without `with { type: 'json' }`, which Node requires.
+        if (TYPESCRIPT.test(found.path) || found.path.endsWith('.json')) return { path: found.path };
         // JavaScript is imported as it is, from where it is: the compiled module may live anywhere.
         return { path: args.kind.startsWith('require-') ? found.path : pathToFileURL(found.path).href, external: true };
       });

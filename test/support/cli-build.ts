@@ -2,8 +2,8 @@
 // with esbuild — the transform tsx applies to each file when a child runs `--import tsx`, with the
 // same tsconfig — instead of in every child. A start under tsx cost 2.4–2.8 CPU-s (user + system)
 // against 1.3–1.4 from transpiled files (`run --help`, this machine), and a run starts about 140
-// CLIs on 2 cores. Configuration modules and the examples they import still load through tsx in the
-// child, as they do for a user.
+// CLIs on 2 cores. Configuration modules and the examples they import are compiled in the child
+// by the CLI's own config loader (src/config/compile-module.ts), as they are for a user.
 //
 // The output sits one level below the repository (`.test-cli-<pid>/`), as `dist/` does: modules
 // find the repository's `contracts/` and `examples/` by relative URLs from their own place.

@@ -44,9 +44,10 @@ export const mapperToken = token;
 `;
 
 const CONFIG = `import { z } from 'zod';
+import settings from './settings.json';
 import { token } from './shared.mjs';
 import { mapperSeen, mapperToken } from './mappers/mapper.ts';
-const seen: Record<string, unknown> = { ...mapperSeen, mapperShares: mapperToken === token, configUrl: import.meta.url };
+const seen: Record<string, unknown> = { ...mapperSeen, mapperShares: mapperToken === token, configUrl: import.meta.url, region: settings.region };
 export default { seen, token, z };
 `;
 
@@ -66,6 +67,7 @@ describe('a TypeScript configuration compiled on the main thread', () => {
     writeFileSync(join(dir, 'mappers', 'mapper.ts'), MAPPER);
     writeFileSync(join(dir, 'mappers', 'data.txt'), 'next to the mapper\n');
     writeFileSync(join(dir, 'app.config.ts'), CONFIG);
+    writeFileSync(join(dir, 'settings.json'), '{ "region": "eu-west" }\n');
     const plain = 'export default { seen: {}, token: null, z: null };\n';
     writeFileSync(join(dir, 'plain.config.mjs'), plain);
     writeFileSync(join(dir, 'plain.config.ts'), `const seen: Record<string, never> = {};\n${plain.replace('seen: {}', 'seen')}`);
@@ -82,7 +84,7 @@ describe('a TypeScript configuration compiled on the main thread', () => {
     expect(throughTsx.threads).toBeGreaterThan(plain.threads as number);
   });
 
-  it('each file sees its own import.meta; JavaScript and packages are the process\'s own instances', () => {
+  it('each file sees its own import.meta; JavaScript and packages are the process\'s own instances; JSON imports as TypeScript writes it', () => {
     const seen = probe('compile', 'app.config.ts');
     const mapper = join(dir, 'mappers', 'mapper.ts');
     expect(seen).toMatchObject({
@@ -95,6 +97,7 @@ describe('a TypeScript configuration compiled on the main thread', () => {
       sameShared: true,
       sameZod: true,
       sharedLoads: 1,
+      region: 'eu-west',
     });
   });
 
