@@ -65,7 +65,9 @@ async function compile(path: string, outfile: string): Promise<string> {
     });
     return result.outputFiles[0]!.text;
   } finally {
-    // esbuild's service is a child process: stopped once no compile needs it.
+    // esbuild's service is a child process (in a container it counts against the memory limit):
+    // stopped once no compile here needs it. A program embedding this library that runs esbuild
+    // builds of its own at that very moment would see them cut short: load configurations first.
     if (--building === 0) await esbuild.stop();
   }
 }
