@@ -3,8 +3,9 @@
 // (the passing segment, src/sink/state-cache.ts); a transaction touching a snapshotted stream the
 // cache no longer holds costs a tail read. Measured against transactions that open new streams.
 //
-//   npx tsc -p tsconfig.build.json --outDir .tmp/bench-build && \
-//     node --max-semi-space-size=64 --min-semi-space-size=64 --heap-growing-percent=100 --import ./bin/main-thread-heap.js --import tsx bench/snapshot-stream.bench.ts
+//   npm run bench:snapshot-stream        # builds .tmp/bench-build, then runs this with the CLI's Node flags
+//   EA_BENCH_BUILD_DIR=<another build> node --max-semi-space-size=64 --min-semi-space-size=64 --heap-growing-percent=100 \
+//     --import ./bin/main-thread-heap.js --import tsx bench/snapshot-stream.bench.ts
 //
 // EA_BENCH_SNAPSHOT_ROWS invoices (default 100,000; a tenth as many customers) are snapshotted by an
 // assembler (mode initial) in this process; then, while it runs, EA_BENCH_UPDATES (default 10,000;
