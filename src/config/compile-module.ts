@@ -3,8 +3,8 @@
  * the module and every TypeScript file it imports (by path, or through a package: a workspace
  * package's sources) and every JSON file they import into one ES module, which is imported from a
  * temporary file. JavaScript stays an import of the file Node would load for it (so it cannot
- * import TypeScript in turn), so the module shares the process's
- * instance of `event-assembler`, `pg` and the rest, and a `.js` file sees itself as it is.
+ * import TypeScript in turn): the module shares the process's instance of `event-assembler`, `pg`
+ * and the rest, and a `.js` file sees itself as it is.
  *
  * Why not a loader: on Node 20, module hooks (tsx's `tsImport` among them) run in a thread of
  * their own that lives as long as the process; with its heap it kept 39–46 MiB for nothing
