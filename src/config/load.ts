@@ -30,8 +30,6 @@ const EXTENSIONS = new Set(['.ts', '.mts', '.cts', '.js', '.mjs', '.cjs']);
 function toPath(location: string): string {
   // Vite (vitest) prefixes absolute paths outside the project with /@fs.
   if (location.startsWith('/@fs/')) return location.slice(4);
-  // tsx marks its module instances with a query (`?tsx-namespace=…`).
-  location = location.replace(/\?[^/]*$/, '');
   if (location.startsWith('file://')) {
     try {
       return fileURLToPath(location);
@@ -43,24 +41,16 @@ function toPath(location: string): string {
 }
 
 /**
- * Finds where in `files` a load error points: esbuild's `file:line:col: ERROR: …`, Node's
- * syntax-error header `file:///…:line`, or the first stack frame inside one of the files.
+ * Finds where in `files` a load error points: esbuild's build failure (a TypeScript module, see
+ * compile-module.ts), Node's syntax-error header `file:///…:line`, or the first stack frame inside
+ * one of the files (TypeScript's mapped to its lines by the compiled module's source map).
  */
 export function locateLoadError(error: unknown, file: string): { file: string; line: number | null; column: number | null; reason: string } {
   const err = error instanceof Error ? error : new Error(String(error));
-  const text = `${err.message}\n${err.stack ?? ''}`;
-  const reasonOf = (fallback: string): string => {
-    const esbuild = /ERROR: (.+)/.exec(err.message);
-    return (esbuild?.[1] ?? fallback).trim();
-  };
   // esbuild's build failure (compile-module.ts): the location's file is relative to the working directory, its column 0-based.
   const failed = (error as { errors?: ReadonlyArray<{ text: string; location: { file: string; line: number; column: number } | null }> } | null)?.errors?.[0];
   if (failed?.location) return { file: resolve(failed.location.file), line: failed.location.line, column: failed.location.column + 1, reason: failed.text };
-  const firstLine = (s: string): string => s.split('\n').find((l) => l.trim() !== '' && !/^Transform failed/.test(l)) ?? s;
-  // esbuild (tsx): "/abs/path/file.ts:3:14: ERROR: Expected ..."
-  for (const m of text.matchAll(/((?:file:\/\/)?\/[^\s:]+\.[cm]?[jt]s):(\d+):(\d+): ERROR: (.+)/g)) {
-    return { file: toPath(m[1]!), line: Number(m[2]), column: Number(m[3]) + 1, reason: m[4]!.trim() };
-  }
+  const reason = `${err.name}: ${(err.message.split('\n').find((l) => l.trim() !== '') ?? err.message).trim()}`;
   // Node's SyntaxError for ESM: the stack starts with "file:///abs/file.mjs:3"
   const header = /^((?:file:\/\/)?\/[^\s:]+):(\d+)\s*$/m.exec(err.stack ?? '');
   if (header && err.name === 'SyntaxError') {
@@ -80,11 +70,8 @@ export function locateLoadError(error: unknown, file: string): { file: string; l
   const self = fileURLToPath(import.meta.url).replace(/\.[jt]s$/, '');
   const inUser = frames.find((f) => !f.file.includes('/node_modules/') && !f.file.startsWith('node:') && !f.file.startsWith(self) && !f.file.includes('/src/config/'));
   const frame = inConfig ?? inUser;
-  if (frame) return { ...frame, reason: reasonOf(`${err.name}: ${firstLine(err.message)}`) };
-  // tsx compiles a module of a non-ESM package to CommonJS in a data: URL (no usable line).
-  const dataUrl = /filePath=([^\s?:)]+)/.exec(err.stack ?? '');
-  const where = dataUrl ? toPath(decodeURIComponent(dataUrl[1]!)) : file;
-  return { file: where, line: null, column: null, reason: reasonOf(`${err.name}: ${firstLine(err.message)}`) };
+  if (frame) return { ...frame, reason };
+  return { file, line: null, column: null, reason };
 }
 
 /** Imports the module and returns its raw (unvalidated) configuration. */
@@ -111,7 +98,7 @@ export async function importConfigModule(file: string): Promise<{ file: string; 
     throw new ConfigLoadError(where.file, where.line, where.column, where.reason, error, fix);
   }
   let config = mod['default'] ?? mod['config'];
-  // tsx may wrap a CommonJS-compiled module: { default: { default: config } }
+  // A compiled CommonJS module (.cts) default-exports its module.exports: { default: { default: config } }
   if (config && typeof config === 'object' && 'default' in config && !('name' in config)) config = (config as { default: unknown }).default;
   if (config === undefined) {
     throw new ConfigLoadError(path, null, null, 'the module has no default export; write `export default defineConfig({ ... })`');
