@@ -22,6 +22,7 @@ import { createBenchDatabase, PUBLICATION, TABLES, type BenchDatabase } from './
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
 import { CONTRACTS_DIR } from './lib/pipeline-run.js';
 import { fillInvoices } from './lib/reconcile-line.js';
+import { until } from './lib/snapshot-runs.js';
 import { startEmbeddedPostgres } from '../src/testing/postgres.js';
 import { createInvoicingMappers } from '../examples/invoicing/index.js';
 import type { Assembler } from '../src/pipeline/index.js';
@@ -31,26 +32,18 @@ const UPDATES = Number(process.env.EA_BENCH_UPDATES ?? 10_000);
 if (UPDATES > ROWS / 10) throw new Error('EA_BENCH_UPDATES must be at most a tenth of EA_BENCH_SNAPSHOT_ROWS (distinct issued invoices are voided)');
 const log = (line: string) => console.error(`[bench:snapshot-stream ${new Date().toISOString().slice(11, 19)}] ${line}`);
 
-async function until(what: string, assembler: Assembler, check: () => boolean): Promise<void> {
-  const deadline = Date.now() + 3_600_000;
-  while (!check()) {
-    if (assembler.status().state === 'failed') throw new Error(`bench: the assembler failed while waiting for ${what}`);
-    if (Date.now() > deadline) throw new Error(`bench: ${what} not within an hour`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 /** Runs `sql` (a DO block committing one transaction per row) and times it until the assembler acknowledged its last commit. */
-async function phase(name: string, db: BenchDatabase, assembler: Assembler, sql: string): Promise<void> {
+async function phase(name: string, db: BenchDatabase, assembler: Assembler, failure: () => unknown, sql: string): Promise<void> {
   const tailReadsBefore = assembler.status().sink?.tailReads ?? 0;
   const started = performance.now();
   const cpuBefore = process.cpuUsage();
   await db.query(sql);
   const [end] = await db.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
-  await until(`${name} acknowledged`, assembler, () => {
+  const acknowledged = (): boolean => {
     const acked = assembler.status().lag.acknowledgedLsn;
     return acked !== null && compareLsn(acked, end!.lsn) >= 0;
-  });
+  };
+  await until(`${name} acknowledged`, 3_600_000, acknowledged, assembler, failure);
   const seconds = (performance.now() - started) / 1000;
   const cpu = process.cpuUsage(cpuBefore);
   const tailReads = (assembler.status().sink?.tailReads ?? 0) - tailReadsBefore;
@@ -74,17 +67,19 @@ try {
     },
     { logger: silentLogger },
   );
+  let failed: unknown = null;
   const running = assembler.run();
-  running.catch(() => undefined);
+  running.catch((error: unknown) => (failed = error ?? new Error('the assembler failed')));
+  const failure = (): unknown => failed;
   try {
     const started = performance.now();
-    await until('the initial snapshot', assembler, () => assembler.status().snapshot?.finished === true);
+    await until('the initial snapshot', 3_600_000, () => assembler.status().snapshot?.finished === true, assembler, failure);
     log(`initial snapshot: ${assembler.status().snapshot!.rows.toLocaleString('en-US')} rows in ${((performance.now() - started) / 1000).toFixed(1)} s; cached streams ${assembler.status().sink?.cachedStreams ?? '?'}`);
-    await phase('new', db, assembler, `DO $$ BEGIN FOR i IN 1..${UPDATES} LOOP
+    await phase('new', db, assembler, failure, `DO $$ BEGIN FOR i IN 1..${UPDATES} LOOP
       INSERT INTO invoice (id, customer_id, status, currency, total) VALUES ('new_' || i, 'c' || (i % 100 + 1), 'draft', 'EUR', 0); COMMIT; END LOOP; END $$`);
     // Invoice g has status 'issued' when g % 10 = 1 (fillInvoices); 7919 is prime, so k ↦ k·7919 mod (ROWS/10) is one-to-one.
     const issued = Math.floor(ROWS / 10);
-    await phase('snapshotted', db, assembler, `DO $$ BEGIN FOR k IN 0..${UPDATES - 1} LOOP
+    await phase('snapshotted', db, assembler, failure, `DO $$ BEGIN FOR k IN 0..${UPDATES - 1} LOOP
       UPDATE invoice SET status = 'void', void_reason = 'bench' WHERE id = 'inv_' || lpad((1 + 10 * ((k::bigint * 7919) % ${issued}))::text, 7, '0'); COMMIT; END LOOP; END $$`);
   } finally {
     await assembler.stop();

@@ -37,7 +37,8 @@ export interface SnapshotRun {
   readonly writer: { readonly rate: number; readonly transactions: number; readonly p50: number; readonly p99: number; readonly max: number; readonly late: number; readonly writeSeconds: number } | null;
 }
 
-async function until(what: string, timeoutMs: number, check: () => boolean, assembler: Assembler, failure: () => unknown): Promise<void> {
+/** Waits (polling every 20 ms) until `check` holds; throws on the assembler's failure or at the deadline. */
+export async function until(what: string, timeoutMs: number, check: () => boolean, assembler: Assembler, failure: () => unknown): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!check()) {
     const failed = failure();
