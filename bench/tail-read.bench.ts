@@ -54,7 +54,7 @@ const server = await startKurrentDBProcess(0);
 const transport = transportOf(server.connectionString);
 console.log(`connection: ${transport.scheme === 'https' ? 'TLS' : 'plain text'}`);
 const writer = KurrentDBClient.connectionString(server.connectionString);
-const append = createH2AppendTransport(writer, transport)!;
+const append = createH2AppendTransport(writer, { transport })!;
 
 // One event per stream with the metadata the pipeline writes (~20 string keys, the receipt's included).
 const streams = Array.from({ length: STREAMS }, (_, i) => `invoice-${i}-${randomUUID().slice(0, 8)}`);

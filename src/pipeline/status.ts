@@ -33,6 +33,7 @@ export function aggregateSinkStatus(sinks: readonly (Sink | null)[]): SinkStatus
     logHeadReads: sum((s) => s.logHeadReads),
     ...(all.some((s) => s.prefetchHits !== undefined) ? { prefetchHits: sum((s) => s.prefetchHits) } : {}),
     ...(all.some((s) => s.framedTailReads !== undefined) ? { framedTailReads: sum((s) => s.framedTailReads) } : {}),
+    ...(all.some((s) => s.framedAppends !== undefined) ? { framedAppends: sum((s) => s.framedAppends) } : {}),
     // The appender's sink decides first touches (the checkpoint writer touches one stream).
     ...(all[0]!.firstTouch ? { firstTouch: all[0]!.firstTouch } : {}),
     splitCalls: sum((s) => s.splitCalls),

@@ -16,6 +16,7 @@
  */
 import type { KurrentDBClient } from '@kurrent/kurrentdb-client';
 import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_grpc_pb.js';
+import { createFramedCaller } from './h2-framed-call.js';
 import { createH2GrpcCaller, forEachGrpcMessage } from './h2-grpc.js';
 import type { H2Transport } from './h2-transport.js';
 import { decodeAppendSessionResponse, encodeAppendSessionBody, type EncodedStreamAppend, type MultiStreamAppendResult } from './v2-append-session.js';
@@ -24,6 +25,8 @@ const PATH = '/kurrentdb.protocol.v2.streams.StreamsService/AppendSession';
 
 export interface H2AppendTransport {
   append(requests: readonly EncodedStreamAppend[]): Promise<MultiStreamAppendResult>;
+  /** Appends answered on the hand-framed connection (the rest went as node:http2 requests). */
+  readonly framedAppends: number;
   close(): void;
 }
 
@@ -38,15 +41,57 @@ function decodeResponse(data: Buffer): MultiStreamAppendResult {
   return response;
 }
 
-export function createH2AppendTransport(client: KurrentDBClient, transport?: H2Transport): H2AppendTransport | null {
-  const caller = createH2GrpcCaller(client, transport);
+/**
+ * A framed call's answer: the one response message, naming the appended streams in order (the
+ * server's record of what it wrote) — else null, and the full path answers (an error is a
+ * trailers-only answer with no message: its status and details are what the client converts).
+ */
+function framedAnswer(requests: readonly EncodedStreamAppend[]): (data: Buffer) => MultiStreamAppendResult | null {
+  return (data) => {
+    const response = decodeResponse(data);
+    if (response.responses.length !== requests.length) return null;
+    for (let i = 0; i < requests.length; i++) if (response.responses[i]!.streamName !== requests[i]!.streamName) return null;
+    return response;
+  };
+}
+
+export interface H2AppendOptions {
+  /** Plain text or TLS (h2-transport.ts); plain text by default. */
+  readonly transport?: H2Transport;
+  /** Appends on a hand-framed connection first (h2-framed-call.ts), node:http2 for the rest. @default true */
+  readonly framed?: boolean;
+  /** Longest wait for a framed answer (then the connection is dropped and the call goes the full path). */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * Each call goes first on a hand-framed HTTP/2 connection when its body fits a stream's window
+ * (≈ 64 KiB: the small calls of a steady, low rate, where a node:http2 request's own CPU — its
+ * `request`, an AsyncResource, a Duplex — is most of a call's cost), and as a node:http2 request
+ * otherwise or when the framed call gives no answer. Sending it again there is safe: an append is
+ * atomic and names specific expected revisions with deterministic ids, so a framed attempt that
+ * did land is answered by the server's idempotency check, and one that did not meets the same
+ * answer again — now with the client's status and error details.
+ */
+export function createH2AppendTransport(client: KurrentDBClient, options: H2AppendOptions = {}): H2AppendTransport | null {
+  const caller = createH2GrpcCaller(client, options.transport);
   if (!caller) return null;
+  const framed =
+    options.framed === false
+      ? null
+      : createFramedCaller(client, v2StreamsGrpc.StreamsServiceClient, 'multiStreamAppend', PATH, { transport: options.transport, timeoutMs: options.timeoutMs, rerouteAfterPass: true });
+  const full = (body: Buffer) => caller.call(v2StreamsGrpc.StreamsServiceClient, 'multiStreamAppend', PATH, body, decodeResponse);
   return {
     append(requests) {
       const body = encodeAppendSessionBody(requests);
-      return caller.call(v2StreamsGrpc.StreamsServiceClient, 'multiStreamAppend', PATH, body, decodeResponse);
+      if (!framed) return full(body);
+      return framed.call(body, framedAnswer(requests)).then((answer) => answer ?? full(body));
+    },
+    get framedAppends() {
+      return framed?.counts.answered ?? 0;
     },
     close() {
+      framed?.close();
       caller.close();
     },
   };

@@ -1,6 +1,7 @@
 /**
- * Unary gRPC calls on a hand-framed HTTP/2 connection (RFC 9113), for calls whose answer is
- * proven by their response messages alone — the tail read (h2-read.ts). Why: a request through
+ * gRPC calls with one request body on a hand-framed HTTP/2 connection (RFC 9113), for calls whose
+ * answer is proven by their response messages alone — the tail read (h2-read.ts) and the
+ * multi-stream append (h2-append.ts), both through h2-framed-call.ts. Why: a request through
  * node:http2 costs ≈ 60–150 µs of CPU here (its `request`, an AsyncResource, a Duplex per
  * stream), one through the client's native bridge about as much; written as frames, many
  * requests go out in one socket write and their answers are cut from the bytes as they come
@@ -15,8 +16,9 @@
  * sends are literal fields (no Huffman, no indexing), which every decoder accepts.
  *
  * Flow control: it opens its receive windows to the maximum at once and tops up the connection's
- * as it reads; it sends a request only within the peer's connection window (requests wait in
- * order otherwise) and gives `null` for a body larger than the peer's stream window or frame size.
+ * as it reads; it sends request bodies in DATA frames of at most the peer's frame size and within
+ * the peer's connection window (the rest waits, in order, for the peer's WINDOW_UPDATE), and gives
+ * `null` for a body larger than the peer's stream window (a stream's window is never waited for).
  * The socket comes from the caller's transport (h2-transport.ts): plain text, or TLS — where a
  * connection on which ALPN did not choose `h2` fails (its calls give `null`).
  */
@@ -97,10 +99,14 @@ function frame(type: number, flags: number, stream: number, payload: Buffer | nu
   return out;
 }
 
-/** One request's HEADERS (END_HEADERS) and DATA (END_STREAM) frames, written into one buffer. */
-function requestFrames(stream: number, headerBlock: Buffer, body: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(18 + headerBlock.length + body.length);
-  putFrame(out, putFrame(out, 0, HEADERS, END_HEADERS, stream, headerBlock), DATA, END_STREAM, stream, body);
+/** One request's HEADERS (END_HEADERS) and DATA frames of at most `maxFrame` bytes (the last with END_STREAM), written into one buffer. */
+function requestFrames(stream: number, headerBlock: Buffer, body: Buffer, maxFrame: number): Buffer {
+  const dataFrames = Math.max(1, Math.ceil(body.length / maxFrame));
+  const out = Buffer.allocUnsafe(9 * (1 + dataFrames) + headerBlock.length + body.length);
+  let at = putFrame(out, 0, HEADERS, END_HEADERS, stream, headerBlock);
+  for (let from = 0, i = 1; i <= dataFrames; i++, from += maxFrame) {
+    at = putFrame(out, at, DATA, i === dataFrames ? END_STREAM : 0, stream, body.subarray(from, Math.min(body.length, from + maxFrame)));
+  }
   return out;
 }
 
@@ -117,6 +123,14 @@ function windowUpdate(stream: number, increment: number): Buffer {
   const payload = Buffer.allocUnsafe(4);
   payload.writeUInt32BE(increment, 0);
   return frame(WINDOW_UPDATE, 0, stream, payload);
+}
+
+/** A request not yet sent whole: its HEADERS frame (until sent), its body and how much of it went out. */
+interface Waiting {
+  readonly id: number;
+  headers: Buffer | null;
+  readonly body: Buffer;
+  sent: number;
 }
 
 interface Call {
@@ -137,6 +151,8 @@ export interface FramedConnection {
   /** True once the connection failed (an error, the peer closing without GOAWAY, no answer in time, a protocol error). */
   readonly lost: boolean;
   readonly inFlight: number;
+  /** The largest body a call may have: the peer's stream window (as its settings say so far). */
+  readonly maxBody: number;
   /** Takes no new calls; closes once the calls in flight end. */
   close(): void;
   destroy(): void;
@@ -167,7 +183,7 @@ export function openFramedConnection(options: FramedConnectionOptions): FramedCo
   let pending: Buffer | null = null;
   /** Frames to write on the next flush, and requests waiting for the peer's connection window. */
   let out: Buffer[] = [];
-  const waiting: { frames: Buffer; size: number }[] = [];
+  const waiting: Waiting[] = [];
   let flushing: ReturnType<typeof setImmediate> | null = null;
   let sweeper: ReturnType<typeof setInterval> | null = null;
 
@@ -191,11 +207,31 @@ export function openFramedConnection(options: FramedConnectionOptions): FramedCo
     out.push(frames);
     flushing ??= setImmediate(flush);
   }
+  /**
+   * Sends what the peer's connection window lets through, in order: each waiting request's
+   * HEADERS, then its body in DATA frames of at most the window, the peer's frame size and what
+   * is left. A body is never held back whole until the window has room for all of it — a peer
+   * that tops the window up only after more of it was used (at half of it, like nghttp2) would
+   * then never send the update.
+   */
   function release(): void {
-    while (waiting.length > 0 && waiting[0]!.size <= sendWindow) {
-      const next = waiting.shift()!;
-      sendWindow -= next.size;
-      send(next.frames);
+    while (waiting.length > 0) {
+      const next = waiting[0]!;
+      if (next.headers) {
+        send(next.headers);
+        next.headers = null;
+      }
+      const body = next.body;
+      while (next.sent < body.length && sendWindow > 0) {
+        const n = Math.min(sendWindow, peerMaxFrame, body.length - next.sent);
+        const last = next.sent + n === body.length;
+        send(frame(DATA, last ? END_STREAM : 0, next.id, body.subarray(next.sent, next.sent + n)));
+        sendWindow -= n;
+        next.sent += n;
+      }
+      if (next.sent < body.length) return;
+      if (body.length === 0) send(frame(DATA, END_STREAM, next.id, null));
+      waiting.shift();
     }
   }
 
@@ -306,21 +342,21 @@ export function openFramedConnection(options: FramedConnectionOptions): FramedCo
 
   return {
     call(headerBlock, body, timeoutMs) {
-      if (!usable || closing || calls.size >= maxConcurrent || body.length > peerStreamWindow || body.length > peerMaxFrame || headerBlock.length > peerMaxFrame) {
+      if (!usable || closing || calls.size >= maxConcurrent || body.length > peerStreamWindow || headerBlock.length > peerMaxFrame) {
         return Promise.resolve(null);
       }
       const id = nextId;
       nextId += 2;
       if (nextId > LAST_STREAM_ID) usable = false;
-      const frames = requestFrames(id, headerBlock, body);
       return new Promise((resolve) => {
         calls.set(id, { giveUpAt: Date.now() + timeoutMs, resolve, chunks: null });
         if (calls.size === 1) socket.ref();
         if (waiting.length === 0 && body.length <= sendWindow) {
           sendWindow -= body.length;
-          send(frames);
+          send(requestFrames(id, headerBlock, body, peerMaxFrame));
         } else {
-          waiting.push({ frames, size: body.length });
+          waiting.push({ id, headers: frame(HEADERS, END_HEADERS, id, headerBlock), body, sent: 0 });
+          release();
         }
         if (!sweeper) {
           sweeper = setInterval(sweep, SWEEP_MS);
@@ -336,6 +372,9 @@ export function openFramedConnection(options: FramedConnectionOptions): FramedCo
     },
     get inFlight() {
       return calls.size;
+    },
+    get maxBody() {
+      return peerStreamWindow;
     },
     close() {
       closing = true;

@@ -17,9 +17,9 @@
  */
 import type { KurrentDBClient } from '@kurrent/kurrentdb-client';
 import streamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v1/streams_grpc_pb.js';
-import { callTarget, createH2GrpcCaller, forEachGrpcMessage, grpcInternalsOf } from './h2-grpc.js';
-import { encodeHeaderBlock, openFramedConnection, type FramedConnection } from './h2-frames.js';
-import { PLAIN_TRANSPORT, type H2Transport } from './h2-transport.js';
+import { createFramedCaller } from './h2-framed-call.js';
+import { createH2GrpcCaller, forEachGrpcMessage } from './h2-grpc.js';
+import type { H2Transport } from './h2-transport.js';
 import { decodeTailReadResponse, encodeTailReadRequest, type TailRead } from './v1-read.js';
 
 export type { TailRead } from './v1-read.js';
@@ -65,110 +65,28 @@ export interface FramedTailReader {
   close(): void;
 }
 
-interface Route {
-  readonly host: string;
-  readonly port: number;
-  readonly headerBlock: Buffer;
-  readonly timeoutMs: number;
-}
-
-/** The client's deadline when it sets none per call (its `defaultDeadline` default). */
-const DEFAULT_TIMEOUT_MS = 10_000;
-/** After a connection failed: this long on the full path alone (which reports the outage). */
-const REST_MS = 1_000;
-
-/** The response's answer, or null when its messages do not show one (or do not decode). */
+/** The response's answer, or null when its messages do not show one. */
 function answerOf(data: Buffer): TailRead | null {
   let answer: TailRead | null = null;
-  try {
-    forEachGrpcMessage(data, (bytes, start, end) => {
-      answer ??= decodeTailReadResponse(bytes, start, end);
-    });
-  } catch {
-    return null;
-  }
+  forEachGrpcMessage(data, (bytes, start, end) => {
+    answer ??= decodeTailReadResponse(bytes, start, end);
+  });
   return answer;
 }
 
 /**
- * Tail reads on a hand-framed HTTP/2 connection (h2-frames.ts): ≈ a sixth of a request's CPU
- * through node:http2 or the bridge. It sees only the response's messages, never its status, so
- * it answers only what they prove — the stream's last event, or `stream_not_found` — and gives
- * `null` for the rest (a tombstoned stream, a read that ends without either, an error status, a
- * lost connection, a missed deadline): the caller then reads through the full path, whose answers
- * and errors are the client's. Where it connects and what it sends (authority, the client's
- * metadata and credentials, the deadline) it takes from the client's `execute` once per connection.
- * Null when the client lacks the internals this needs. `firstStreamId`: for tests.
+ * Tail reads on a hand-framed HTTP/2 connection (h2-framed-call.ts): it answers only what the
+ * response's messages prove — the stream's last event, or `stream_not_found` — and gives `null`
+ * for the rest (a tombstoned stream, a read that ends without either, an error status, a lost
+ * connection, a missed deadline): the caller then reads through the full path, whose answers and
+ * errors are the client's. Null when the client lacks the internals this needs. `firstStreamId`: for tests.
  */
 export function createFramedTailReader(client: KurrentDBClient, options: { transport?: H2Transport; firstStreamId?: number } = {}): FramedTailReader | null {
-  const transport = options.transport ?? PLAIN_TRANSPORT;
-  const internals = grpcInternalsOf(client);
-  if (!internals) return null;
-  const counts = { answered: 0, passed: 0 };
-  let route: Route | null = null;
-  let routing: Promise<Route | null> | null = null;
-  let connection: FramedConnection | null = null;
-  let restUntil = 0;
-  let closed = false;
-
-  async function resolveRoute(): Promise<Route | null> {
-    try {
-      return await internals!.execute(streamsGrpc.StreamsClient, 'readStream', async (grpcClient) => {
-        const target = await callTarget(internals!, grpcClient, PATH);
-        const url = new URL(`${transport.scheme}://${target.authority}`);
-        const { ':method': method, ':path': path, ...rest } = target.headers;
-        const headers: [string, string][] = [[':method', String(method)], [':scheme', transport.scheme], [':path', String(path)], [':authority', target.authority]];
-        for (const [name, value] of Object.entries(rest)) headers.push([name, String(value)]);
-        const timeoutMs = target.deadline ? Math.max(1, target.deadline.getTime() - Date.now()) : DEFAULT_TIMEOUT_MS;
-        return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port), headerBlock: encodeHeaderBlock(headers), timeoutMs };
-      });
-    } catch {
-      return null;
-    }
-  }
-
-  function pass(): null {
-    counts.passed += 1;
-    return null;
-  }
-
+  const caller = createFramedCaller(client, streamsGrpc.StreamsClient, 'readStream', PATH, options);
+  if (!caller) return null;
   return {
-    counts,
-    async readTail(stream) {
-      if (closed || Date.now() < restUntil) return pass();
-      if (!route) {
-        routing ??= resolveRoute();
-        const resolved = await routing;
-        routing = null;
-        if (!resolved) {
-          restUntil = Date.now() + REST_MS;
-          return pass();
-        }
-        route ??= resolved;
-      }
-      const r = route;
-      if (!connection?.usable) {
-        connection?.close();
-        connection = openFramedConnection({ host: r.host, port: r.port, connect: transport.connect, firstStreamId: options.firstStreamId });
-      }
-      const used = connection;
-      const data = await used.call(r.headerBlock, encodeTailReadRequest(stream), r.timeoutMs);
-      const answer = data && answerOf(data);
-      if (answer) {
-        counts.answered += 1;
-        return answer;
-      }
-      if (!used.usable && route === r) {
-        // Gone away, out of stream ids or lost: ask the client where to go again — after a rest if it was lost.
-        route = null;
-        if (used.lost) restUntil = Date.now() + REST_MS;
-      }
-      return pass();
-    },
-    close() {
-      closed = true;
-      connection?.close();
-      connection = null;
-    },
+    counts: caller.counts,
+    readTail: (stream) => caller.call(encodeTailReadRequest(stream), answerOf),
+    close: () => caller.close(),
   };
 }

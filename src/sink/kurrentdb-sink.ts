@@ -154,8 +154,8 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
   const encoded = supportsEncodedAppend(client);
   /** The encoded requests go as one HTTP/2 write per call (h2-append.ts), plain text or TLS as the client connects (h2-transport.ts). */
   const transport = transportOf(config.connectionString);
-  const h2 = encoded ? createH2AppendTransport(client, transport) : null;
-  const appendTransport = h2 ? `http2 (one write per call${transport.scheme === 'https' ? ', TLS' : ''})` : encoded ? 'grpc-js (encoded records)' : 'grpc-js (client)';
+  const h2 = encoded ? createH2AppendTransport(client, { transport, timeoutMs: config.timeoutMs }) : null;
+  const appendTransport = h2 ? `http2 (one write per call, framed when small${transport.scheme === 'https' ? ', TLS' : ''})` : encoded ? 'grpc-js (encoded records)' : 'grpc-js (client)';
   const reader = createTailReader(config.connectionString, client, transport);
   const closing = new AbortController();
   // Every call in flight waits on it (removed when the call ends): not a leak, however many.
@@ -346,6 +346,7 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
         skippedEvents: stats.skippedEvents,
         tailReads: stats.tailReads,
         framedTailReads: reader.framedReads ?? 0,
+        framedAppends: h2?.framedAppends ?? 0,
         logHeadReads: stats.logHeadReads,
         prefetchHits: stats.prefetchHits,
         firstTouch: ctx.states.firstTouch,

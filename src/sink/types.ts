@@ -131,6 +131,11 @@ export interface SinkStatus {
    * src/sink/tail-reader.ts); the rest went through the client's own paths. Optional like `tailReads`.
    */
   readonly framedTailReads?: number;
+  /**
+   * Multi-stream appends answered on the hand-framed HTTP/2 connection (a call whose body fits a
+   * stream's window: src/sink/h2-append.ts); the rest went as node:http2 requests. Optional like `tailReads`.
+   */
+  readonly framedAppends?: number;
   /** Reads of the log's head (`$all`, at most one per sink, before its first optimistic append). */
   readonly logHeadReads?: number;
   /**

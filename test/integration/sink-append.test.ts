@@ -621,8 +621,9 @@ describe('KurrentDB sink modes', () => {
       [`a-${id}`, 'A2'],
     ]);
 
-    // A failed call leaves nothing anywhere: the server applies it whole or not at all.
-    db.failNextAppends(1);
+    // A failed call leaves nothing anywhere: the server applies it whole or not at all. (Its one
+    // attempt is two server appends: hand-framed, then as a node:http2 request — both fail.)
+    db.failNextAppends(2);
     await expect(s.append(batch)).rejects.toMatchObject({ code: 'SINK_RETRIES_EXHAUSTED' });
     expect(db.streamNames().filter((name) => name.includes(id))).toEqual([]);
 

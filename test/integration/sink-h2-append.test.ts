@@ -1,5 +1,6 @@
-// Multi-stream append has two transports in the sink — one HTTP/2 write per call (h2-append.ts;
-// over TLS too: sink-h2-tls.test.ts) and grpc-js's client stream (appendEncoded) — and the in-memory
+// Multi-stream append has two transports in the sink — one HTTP/2 write per call (h2-append.ts:
+// hand-framed when the body fits a stream's window, else node:http2; over TLS too: sink-h2-tls.test.ts)
+// and grpc-js's client stream (appendEncoded) — and the in-memory
 // server two AppendSession handlers (raw HTTP/2 and grpc-js). Every pairing must give the same
 // results and the client's own error classes.
 import { randomUUID } from 'node:crypto';
@@ -29,10 +30,15 @@ for (const handler of ['http2', 'grpc-js'] as const) {
       db = await startInMemoryKurrentDB({ appendSessionHandler: handler, maxAppendSize: 64 * 1024 });
       client = KurrentDBClient.connectionString(db.connectionString);
       const h2 = createH2AppendTransport(client);
-      if (!h2) throw new Error('this client version lacks the internals the HTTP/2 transport needs');
-      close = () => h2.close();
+      const h2Only = createH2AppendTransport(client, { framed: false });
+      if (!h2 || !h2Only) throw new Error('this client version lacks the internals the HTTP/2 transport needs');
+      close = () => {
+        h2.close();
+        h2Only.close();
+      };
       transports = [
-        ['http2 transport', (requests) => h2.append(requests)],
+        ['http2 transport (hand-framed first)', (requests) => h2.append(requests)],
+        ['http2 transport (node:http2 only)', (requests) => h2Only.append(requests)],
         ['grpc-js transport', (requests) => appendEncoded(client, requests)],
       ];
     });
@@ -96,6 +102,51 @@ for (const handler of ['http2', 'grpc-js'] as const) {
         h2.close();
         await smallClient.dispose();
         await small.close();
+      }
+    });
+
+    it('a call whose body fits a stream window is answered framed (in several DATA frames past 16 KiB); a larger one, or one the server refuses, as a node:http2 request', async () => {
+      const roomy = await startInMemoryKurrentDB({ appendSessionHandler: handler });
+      const roomyClient = KurrentDBClient.connectionString(roomy.connectionString);
+      // A short framed deadline: a call stuck on flow control would fall to node:http2 (and not count) within the test's time.
+      const h2 = createH2AppendTransport(roomyClient, { timeoutMs: 3_000 })!;
+      try {
+        const small = `small-${randomUUID()}`;
+        expect((await h2.append([{ streamName: small, expectedState: 'no_stream', records: [record('S')] }])).responses).toEqual([{ streamName: small, revision: 0n }]);
+        expect(h2.framedAppends).toBe(1);
+        // ≈ 40 KB: three DATA frames of at most the default 16 KiB.
+        const medium = `medium-${randomUUID()}`;
+        expect((await h2.append([{ streamName: medium, expectedState: 'no_stream', records: [record('M1', 20_000), record('M2', 20_000)] }])).responses).toEqual([{ streamName: medium, revision: 1n }]);
+        expect(h2.framedAppends).toBe(2);
+        // ≈ 1 MB, past the server's stream window (768 KiB; grpc-js's handler: 64 KiB): not sent framed, lands through node:http2.
+        const large = `large-${randomUUID()}`;
+        const records = Array.from({ length: 5 }, (_, i) => record(`L${i}`, 200_000));
+        expect((await h2.append([{ streamName: large, expectedState: 'no_stream', records }])).responses).toEqual([{ streamName: large, revision: 4n }]);
+        expect(h2.framedAppends).toBe(2);
+        // Calls of ≈ 720 KB one after another. The raw HTTP/2 handler's windows are Kestrel's (768 KiB per
+        // stream, 1 MiB per connection): each call goes out as the connection window allows — past what
+        // the call before left of it — and is answered framed. grpc-js's 64 KiB stream window: node:http2.
+        const bigOnesFramed = handler === 'http2' ? 3 : 0;
+        for (let i = 0; i < 3; i++) {
+          const big = `big-${randomUUID()}`;
+          const bigRecords = Array.from({ length: 36 }, (_, n) => record(`G${n}`, 20_000));
+          expect((await h2.append([{ streamName: big, expectedState: 'no_stream', records: bigRecords }])).responses).toEqual([{ streamName: big, revision: 35n }]);
+          expect(h2.framedAppends).toBe(2 + Math.min(i + 1, bigOnesFramed));
+        }
+        // Refused (a trailers-only answer, no message): sent again as a request, whose error is the client's.
+        const conflict = await h2.append([{ streamName: small, expectedState: 'no_stream', records: [record('S2')] }]).catch((error: unknown) => error);
+        expect(conflict).toBeInstanceOf(WrongExpectedVersionError);
+        expect(h2.framedAppends).toBe(2 + bigOnesFramed);
+        // Still answering framed after the refusal (it asked the client for the route again).
+        expect((await h2.append([{ streamName: small, expectedState: 0n, records: [record('S3')] }])).responses).toEqual([{ streamName: small, revision: 1n }]);
+        expect(h2.framedAppends).toBe(3 + bigOnesFramed);
+        expect(roomy.readStreamEvents(small).map((e) => e.type)).toEqual(['S', 'S3']);
+        expect(roomy.readStreamEvents(medium).map((e) => e.type)).toEqual(['M1', 'M2']);
+        expect(roomy.readStreamEvents(large).map((e) => e.type)).toEqual(['L0', 'L1', 'L2', 'L3', 'L4']);
+      } finally {
+        h2.close();
+        await roomyClient.dispose();
+        await roomy.close();
       }
     });
 

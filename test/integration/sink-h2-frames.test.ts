@@ -244,6 +244,11 @@ describe('the frames against node:http2', () => {
       // Beyond the server's limit a call is given back at once, not sent.
       const over = await Promise.all(Array.from({ length: 9 }, () => connection.call(block('/echo'), Buffer.from('y'), 5_000)));
       expect(over.filter((answer) => answer === null)).toHaveLength(1);
+      // A body past the 16 KiB frame size goes in several DATA frames; past the stream window (64 KiB) it is given back unsent.
+      const large = Buffer.alloc(40_000, 120);
+      expect((await connection.call(block('/echo'), large, 5_000))?.equals(Buffer.concat([large, large]))).toBe(true);
+      expect(connection.maxBody).toBe(65_535);
+      expect(await connection.call(block('/echo'), Buffer.alloc(65_536, 121), 5_000)).toBeNull();
       expect(await connection.call(block('/empty'), Buffer.from('z'), 5_000)).toBeNull();
       expect(await connection.call(block('/reset'), Buffer.from('z'), 5_000)).toBeNull();
       expect(connection.usable).toBe(true);

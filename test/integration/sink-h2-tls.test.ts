@@ -86,7 +86,7 @@ describe('the sink over TLS', () => {
     }
   });
 
-  it('appends go as HTTP/2 over TLS; a sink that knows no stream reads the tails framed; every event once', async () => {
+  it('appends go as HTTP/2 over TLS (framed when small); a sink that knows no stream reads the tails framed; every event once', async () => {
     const streams = Array.from({ length: 300 }, (_, i) => `order-${randomUUID()}-${i}`);
     const logs: LogLine[] = [];
     const open = () =>
@@ -101,10 +101,16 @@ describe('the sink over TLS', () => {
     const first = await open();
     try {
       await feed(first, streams.map((stream, i) => unit(i, stream)));
+      // A small call goes on the hand-framed connection, over TLS too (the 300 units above may have gone as one large call).
+      const framed = first.status().framedAppends!;
+      const extra = `order-${randomUUID()}-extra`;
+      expect(await feed(first, [unit(10_000, extra)])).toMatchObject([{ appended: 1 }]);
+      expect(first.status().framedAppends).toBe(framed + 1);
+      expect(db.readStreamEvents(extra)).toHaveLength(1);
     } finally {
       await first.close();
     }
-    expect(logs.find((line) => line.message === 'kurrentdb sink started')?.fields).toMatchObject({ transport: 'http2 (one write per call, TLS)' });
+    expect(logs.find((line) => line.message === 'kurrentdb sink started')?.fields).toMatchObject({ transport: 'http2 (one write per call, framed when small, TLS)' });
 
     // A restart: the sink knows no stream; its first unit meets an existing one, then it reads tails.
     const second = await open();

@@ -71,7 +71,9 @@ describe.each([
     expect(s.mode).toBe(mode);
     await s.append(tx(id, 1, [a, b]));
 
-    db.failNextAppends(3);
+    // Three failed attempts. In multi-stream mode an attempt is two server appends: the
+    // hand-framed request, whose failure shows no error, and the node:http2 request sent after it.
+    db.failNextAppends(mode === 'multi-stream' ? 6 : 3);
     const batch = tx(id, 2, [a, b, a]);
     const outcome = await s.append(batch);
 
