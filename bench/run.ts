@@ -43,6 +43,7 @@ import { createBenchDatabase, PUBLICATION, writeInvoicesBulk } from './lib/invoi
 import { benchAssembler, maxOf, percentile } from './lib/pipeline-run.js';
 import { DEFAULT_LATENCY_RATES, runLatencyDriver } from './lib/latency-driver.js';
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
+import { cpuSeconds } from './lib/proc-cpu.js';
 import { incrementalSnapshotRun, initialSnapshotRun, type SnapshotRun } from './lib/snapshot-runs.js';
 
 const N = Number(process.env.EA_BENCH_TRANSACTIONS ?? 50_000);
@@ -55,6 +56,13 @@ const SNAPSHOT_WRITER = { rate: Number(process.env.EA_BENCH_SNAPSHOT_WRITER_RATE
 const MARK = Math.max(1, Math.floor(N / 10));
 /** Transactions the assembler's own commit → durable percentiles cover (its lag window). */
 const ASSEMBLER_LAG_WINDOW = 10_000;
+
+/** Units per append call between two `status().batching` readings. */
+function unitsPerCallSince(before: { calls: number; unitsPerCall: number | null }, after: { calls: number; unitsPerCall: number | null }): number {
+  const units = (b: { calls: number; unitsPerCall: number | null }) => b.calls * (b.unitsPerCall ?? 0);
+  const calls = after.calls - before.calls;
+  return calls > 0 ? (units(after) - units(before)) / calls : Number.NaN;
+}
 
 const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const log = (line: string) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
@@ -120,6 +128,8 @@ try {
       }
       const count = Math.round(rate * LATENCY_SECONDS);
       // The writer runs in PostgreSQL, its driver in a process of its own (latency-driver.ts): not on the assembler's event loop.
+      const cpuBefore = cpuSeconds(process.pid);
+      const batchingBefore = assembler.status().batching;
       const driven = await runLatencyDriver({ connection: db.connection, kurrentdb: kurrent.connectionString, count, rate, prefix: `l${rate}x` });
       // The first two seconds are the paced writer's ramp (the machine's 2 cores saturate briefly):
       // left out, at most a tenth of the samples.
@@ -140,6 +150,8 @@ try {
         drainSeconds: driven.drainSeconds,
         assemblerP50: own?.p50Ms ?? Number.NaN,
         assemblerP99: own?.p99Ms ?? Number.NaN,
+        assemblerCpuUs: cpuBefore === null ? Number.NaN : (((cpuSeconds(process.pid) ?? Number.NaN) - cpuBefore) * 1e6) / count,
+        unitsPerCall: unitsPerCallSince(batchingBefore, assembler.status().batching),
       };
       latencies.push(result);
       log(`latency at ${rate}/s: ${JSON.stringify({ ...result, batching: assembler.status().batching })}`);

@@ -16,6 +16,10 @@ export interface LatencyRow {
   readonly drainSeconds: number;
   readonly assemblerP50: number;
   readonly assemblerP99: number;
+  /** CPU time of the bench process (the assembler; idle otherwise) per paced transaction, µs; NaN where /proc does not say. */
+  readonly assemblerCpuUs: number;
+  /** Append calls per paced transaction's worth: units per call while it ran. */
+  readonly unitsPerCall: number;
 }
 
 export interface E2eReportInput {
@@ -60,11 +64,11 @@ function runsTable(input: E2eReportInput): string {
 function latencyTable(input: E2eReportInput): string {
   if (input.latencies.length === 0) return '(latency runs skipped: EA_BENCH_LATENCY_SECONDS=0)';
   return [
-    `| rate (transactions/s) | transactions | events read back | commit → durable p50 (destination) | p99 | max | commit → durable p50 (assembler) | p99 | writer behind schedule (>100 ms) | seconds after the last write until all were read back |`,
-    `|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|`,
+    `| rate (transactions/s) | transactions | events read back | commit → durable p50 (destination) | p99 | max | commit → durable p50 (assembler) | p99 | writer behind schedule (>100 ms) | seconds after the last write until all were read back | assembler CPU µs/tx ³ | transactions per append call |`,
+    `|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|`,
     ...input.latencies.map(
       (l) =>
-        `| ${fmt(l.rate)} for ${l.writeSeconds.toFixed(1)} s | ${fmt(l.transactions)} | ${fmt(l.events)} | ${fmt(l.p50)} ms | ${fmt(l.p99)} ms | ${fmt(l.max)} ms | ${Number.isNaN(l.assemblerP50) ? 'n/a ²' : `${fmt(l.assemblerP50)} ms`} | ${Number.isNaN(l.assemblerP99) ? 'n/a ²' : `${fmt(l.assemblerP99)} ms`} | ${l.late} | ${l.drainSeconds.toFixed(1)} |`,
+        `| ${fmt(l.rate)} for ${l.writeSeconds.toFixed(1)} s | ${fmt(l.transactions)} | ${fmt(l.events)} | ${fmt(l.p50)} ms | ${fmt(l.p99)} ms | ${fmt(l.max)} ms | ${Number.isNaN(l.assemblerP50) ? 'n/a ²' : `${fmt(l.assemblerP50)} ms`} | ${Number.isNaN(l.assemblerP99) ? 'n/a ²' : `${fmt(l.assemblerP99)} ms`} | ${l.late} | ${l.drainSeconds.toFixed(1)} | ${fmt(l.assemblerCpuUs)} | ${fmt(l.unitsPerCall, 1)} |`,
     ),
   ].join('\n');
 }
@@ -100,6 +104,8 @@ export function e2eReport(input: E2eReportInput): string {
     ...(input.latencies.some((l) => Number.isNaN(l.assemblerP50))
       ? ['', `² Fewer paced transactions than the ${fmt(input.assemblerLagWindow)} the assembler's own percentiles cover: they would include the 2,000 warm-up transactions, written at once and queued.`]
       : []),
+    '',
+    '³ CPU time of the bench process (utime + stime, all threads) from the start of the paced writes until every event was read back, per paced transaction: the assembler, which is idle once it caught up.',
     '',
     `Snapshots end to end (rows in PostgreSQL → events durable in the in-memory KurrentDB at ${input.snapshotAppendMs} ms per append; invoices and a tenth as many customers; the assembler in the bench process):`,
     '',
