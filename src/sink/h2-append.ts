@@ -1,6 +1,7 @@
 /**
  * AppendSession (multi-stream append) over one plain HTTP/2 request per call: every stream's
- * AppendRequest framed as a gRPC message and written in one go.
+ * AppendRequest framed as a gRPC message and written in one go — as frames on a connection of the
+ * sink's own when the body fits a stream's window (h2-framed-call.ts), else through node:http2.
  *
  * Why not through grpc-js: its client-streaming calls send one message per event-loop turn (the
  * retrying call writes the next message only when the previous write has completed, and an
@@ -65,9 +66,10 @@ export interface H2AppendOptions {
 }
 
 /**
- * Each call goes first on a hand-framed HTTP/2 connection when its body fits a stream's window
- * (≈ 64 KiB: the small calls of a steady, low rate, where a node:http2 request's own CPU — its
- * `request`, an AsyncResource, a Duplex — is most of a call's cost), and as a node:http2 request
+ * Each call goes first on a hand-framed HTTP/2 connection when its body fits a stream's
+ * flow-control window (768 KiB on KurrentDB, HTTP/2's default 64 KiB until the server's settings
+ * arrive) — above all the small calls of a steady rate, where a node:http2 request's own CPU (its
+ * `request`, an AsyncResource, a Duplex) is much of a call's cost — and as a node:http2 request
  * otherwise or when the framed call gives no answer. Sending it again there is safe: an append is
  * atomic and names specific expected revisions with deterministic ids, so a framed attempt that
  * did land is answered by the server's idempotency check, and one that did not meets the same

@@ -60,6 +60,8 @@ export function createFramedCaller(client: KurrentDBClient, service: unknown, de
   let route: Route | null = null;
   let routing: Promise<Route | null> | null = null;
   let connection: FramedConnection | null = null;
+  /** Where `connection` goes (a new route may name another node: the leader after an election). */
+  let connectedTo = '';
   let restUntil = 0;
   let closed = false;
 
@@ -100,9 +102,11 @@ export function createFramedCaller(client: KurrentDBClient, service: unknown, de
         route ??= resolved;
       }
       const r = route;
-      if (!connection?.usable) {
-        connection?.close();
+      const address = `${r.host}:${r.port}`;
+      if (!connection?.usable || connectedTo !== address) {
+        connection?.close(); // its calls in flight still end as the server answers
         connection = openFramedConnection({ host: r.host, port: r.port, connect: transport.connect, firstStreamId: options.firstStreamId });
+        connectedTo = address;
       }
       const used = connection;
       // Larger than a stream may carry without waiting for its window: the full path's (no fault of the route's).
