@@ -37,8 +37,8 @@ describe('aggregateSinkStatus', () => {
   });
 
   it('sums the counters, takes the most attempts, and the first sink\'s mode and first-touch strategy', () => {
-    const events = kurrentSink({ mode: 'per-stream', attempts: 1, retries: 3, cachedStreams: 10, appendedEvents: 100, skippedEvents: 4, tailReads: 5, framedTailReads: 3, logHeadReads: 1, firstTouch: 'read', splitCalls: 1 });
-    const checkpoints = kurrentSink({ mode: 'multi-stream', attempts: 4, retries: 2, cachedStreams: 1, appendedEvents: 7, skippedEvents: 1, tailReads: 1, framedTailReads: 1, firstTouch: 'optimistic' });
+    const events = kurrentSink({ mode: 'per-stream', attempts: 1, retries: 3, cachedStreams: 10, appendedEvents: 100, skippedEvents: 4, tailReads: 5, framedTailReads: 3, framedAppends: 40, logHeadReads: 1, firstTouch: 'read', splitCalls: 1 });
+    const checkpoints = kurrentSink({ mode: 'multi-stream', attempts: 4, retries: 2, cachedStreams: 1, appendedEvents: 7, skippedEvents: 1, tailReads: 1, framedTailReads: 1, framedAppends: 2, firstTouch: 'optimistic' });
     expect(aggregateSinkStatus([events, checkpoints])).toEqual({
       mode: 'per-stream',
       state: 'connected',
@@ -50,6 +50,7 @@ describe('aggregateSinkStatus', () => {
       skippedEvents: 5,
       tailReads: 6,
       framedTailReads: 4,
+      framedAppends: 42,
       logHeadReads: 1,
       firstTouch: 'read',
       splitCalls: 1,
