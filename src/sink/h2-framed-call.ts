@@ -89,7 +89,7 @@ export function createFramedCaller(client: KurrentDBClient, service: unknown, de
 
   return {
     counts,
-    async call(body, answerOf) {
+    async call<T>(body: Buffer, answerOf: (data: Buffer) => T | null): Promise<T | null> {
       if (closed || Date.now() < restUntil) return pass();
       if (!route) {
         routing ??= resolveRoute();
@@ -112,13 +112,13 @@ export function createFramedCaller(client: KurrentDBClient, service: unknown, de
       // Larger than a stream may carry without waiting for its window: the full path's (no fault of the route's).
       if (body.length > used.maxBody) return pass();
       const data = await used.call(r.headerBlock, body, r.timeoutMs);
-      let answer = null;
+      let answer: T | null = null;
       try {
-        answer = data && answerOf(data);
+        if (data) answer = answerOf(data);
       } catch {
-        answer = null;
+        // Not a response this method answers with: the full path's.
       }
-      if (answer !== null && answer !== undefined) {
+      if (answer !== null) {
         counts.answered += 1;
         return answer;
       }

@@ -82,31 +82,15 @@ export function encodeHeaderBlock(headers: readonly (readonly [string, string])[
   return Buffer.from(bytes);
 }
 
-/** Writes a frame (its 9-byte header, then `payload`) into `out` at `at`; returns the offset after it. */
-function putFrame(out: Buffer, at: number, type: number, flags: number, stream: number, payload: Buffer | null): number {
-  const length = payload?.length ?? 0;
-  out.writeUIntBE(length, at, 3);
-  out[at + 3] = type;
-  out[at + 4] = flags;
-  out.writeUInt32BE(stream, at + 5);
-  payload?.copy(out, at + 9);
-  return at + 9 + length;
-}
-
+/** A frame: its 9-byte header, then `payload`. */
 function frame(type: number, flags: number, stream: number, payload: Buffer | null): Buffer {
-  const out = Buffer.allocUnsafe(9 + (payload?.length ?? 0));
-  putFrame(out, 0, type, flags, stream, payload);
-  return out;
-}
-
-/** One request's HEADERS (END_HEADERS) and DATA frames of at most `maxFrame` bytes (the last with END_STREAM), written into one buffer. */
-function requestFrames(stream: number, headerBlock: Buffer, body: Buffer, maxFrame: number): Buffer {
-  const dataFrames = Math.max(1, Math.ceil(body.length / maxFrame));
-  const out = Buffer.allocUnsafe(9 * (1 + dataFrames) + headerBlock.length + body.length);
-  let at = putFrame(out, 0, HEADERS, END_HEADERS, stream, headerBlock);
-  for (let from = 0, i = 1; i <= dataFrames; i++, from += maxFrame) {
-    at = putFrame(out, at, DATA, i === dataFrames ? END_STREAM : 0, stream, body.subarray(from, Math.min(body.length, from + maxFrame)));
-  }
+  const length = payload?.length ?? 0;
+  const out = Buffer.allocUnsafe(9 + length);
+  out.writeUIntBE(length, 0, 3);
+  out[3] = type;
+  out[4] = flags;
+  out.writeUInt32BE(stream, 5);
+  payload?.copy(out, 9);
   return out;
 }
 
@@ -125,7 +109,7 @@ function windowUpdate(stream: number, increment: number): Buffer {
   return frame(WINDOW_UPDATE, 0, stream, payload);
 }
 
-/** A request not yet sent whole: its HEADERS frame (until sent), its body and how much of it went out. */
+/** A request not yet sent whole: its HEADERS frame (until sent), its body and how much of it went out (release() sends it). */
 interface Waiting {
   readonly id: number;
   headers: Buffer | null;
@@ -351,13 +335,8 @@ export function openFramedConnection(options: FramedConnectionOptions): FramedCo
       return new Promise((resolve) => {
         calls.set(id, { giveUpAt: Date.now() + timeoutMs, resolve, chunks: null });
         if (calls.size === 1) socket.ref();
-        if (waiting.length === 0 && body.length <= sendWindow) {
-          sendWindow -= body.length;
-          send(requestFrames(id, headerBlock, body, peerMaxFrame));
-        } else {
-          waiting.push({ id, headers: frame(HEADERS, END_HEADERS, id, headerBlock), body, sent: 0 });
-          release();
-        }
+        waiting.push({ id, headers: frame(HEADERS, END_HEADERS, id, headerBlock), body, sent: 0 });
+        release();
         if (!sweeper) {
           sweeper = setInterval(sweep, SWEEP_MS);
           sweeper.unref();
