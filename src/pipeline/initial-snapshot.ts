@@ -14,7 +14,7 @@
 import { initialChunkRows } from '../config/schema.js';
 import { EventAssemblerError } from '../errors.js';
 import { createSlotWithSnapshot, isSnapshotFinished, newSnapshotProgress, readInitialSnapshot, updateTable, type SnapshotBatch, type SnapshotDecision, type SnapshotProgress } from '../source/snapshot/index.js';
-import { pinKeyOf, pinRecords, queueSnapshotRecords, saveSnapshotProgress, type SnapshotDeps, type SnapshotState } from './snapshot-state.js';
+import { mapWhileSaving, pinKeyOf, pinRecords, queueSnapshotRecords, saveSnapshotProgress, type SnapshotDeps, type SnapshotState } from './snapshot-state.js';
 import { dropSlot, identifySystem, slotState } from './source-queries.js';
 import { canonicalKey } from '../mapping/index.js';
 
@@ -92,15 +92,15 @@ interface InFlightChunk {
 /**
  * Pins the chunk's records, saves them with `progress` (and every pin still held: the chunk
  * before, in flight; less the `covered` ones, whose records `progress` covers) before any of
- * them is appended, and queues them. Resolves once queued.
+ * them is appended — mapping them meanwhile — and queues them. Resolves once queued.
  */
 async function handOver(state: SnapshotState, deps: SnapshotDeps, batch: SnapshotBatch, progress: SnapshotProgress, covered: readonly string[], lsn: string, systemId: string): Promise<InFlightChunk> {
   if (batch.records.length === 0) return { batch, keys: [], durable: Promise.resolve(), saved: false };
   const keyTexts = batch.records.map((record) => canonicalKey(record.change.key));
   const keys = batch.records.map((record, i) => pinKeyOf(record, keyTexts[i]!));
   const positions = pinRecords(state, keys, lsn);
-  await saveSnapshotProgress(state, progress, covered);
-  const queued = await queueSnapshotRecords(state, deps, { records: batch.records, positions, keys, keyTexts, systemId, kind: 'initial', unpin: false });
+  const mapped = await mapWhileSaving(deps, saveSnapshotProgress(state, progress, covered), batch.records, 'initial', systemId);
+  const queued = await queueSnapshotRecords(state, deps, { records: batch.records, positions, keys, keyTexts, systemId, kind: 'initial', unpin: false, mapped });
   queued.durable.catch(() => undefined); // awaited when the next chunk has been handed over
   return { batch, keys, durable: queued.durable, saved: true };
 }

@@ -4,12 +4,13 @@
  * the delivery of snapshot records to the sink. Shared by the snapshot steps (snapshot-start.ts,
  * initial-snapshot.ts, snapshot-requests.ts, transaction-router.ts); this file owns its shape.
  */
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { ResolvedConfig } from '../config/schema.js';
-import { canonicalKey } from '../mapping/index.js';
+import { canonicalKey, type MapResult } from '../mapping/index.js';
 import type { AppendOutcome } from '../sink/index.js';
 import type pg from 'pg';
 import { isSnapshotFinished, type IncrementalSnapshot, type SnapshotDecision, type ReadKeySet, type SnapshotProgress, type SnapshotTable } from '../source/snapshot/index.js';
-import type { Lsn, QualifiedTable, SnapshotRecord } from '../source/types.js';
+import type { Lsn, QualifiedTable, SnapshotRecord, SourceUnit } from '../source/types.js';
 import type { CheckpointWriter } from './checkpoint-writer.js';
 import { recordsLanded } from './snapshot-landed.js';
 import type { Logger } from './logger.js';
@@ -190,7 +191,7 @@ export function pinRecords(state: SnapshotState, keys: readonly string[], lsn: L
  */
 export async function deliverSnapshotRecords(
   state: SnapshotState,
-  deps: { readonly control: RunControl; readonly handler: Pick<TransactionHandler, 'handleUnit'>; readonly config: Pick<ResolvedConfig, 'name' | 'mappers' | 'destination'> },
+  deps: { readonly control: RunControl; readonly handler: Pick<TransactionHandler, 'handleUnit' | 'mapUnit'>; readonly config: Pick<ResolvedConfig, 'name' | 'mappers' | 'destination'> },
   batch: { readonly records: readonly SnapshotRecord[]; readonly lsn: Lsn; readonly systemId: string; readonly progress: SnapshotProgress },
 ): Promise<{ readonly keys: readonly string[]; readonly durable: Promise<void> }> {
   const { lsn, systemId } = batch;
@@ -217,9 +218,42 @@ export async function deliverSnapshotRecords(
     }
   }
   const positions = pinRecords(state, keys, lsn);
-  await saveSnapshotProgress(state, () => state.progress ?? batch.progress);
-  const { durable } = await queueSnapshotRecords(state, deps, { records, positions, keys, keyTexts, systemId, kind: batch.progress.kind, unpin: false });
+  const mapped = await mapWhileSaving(deps, saveSnapshotProgress(state, () => state.progress ?? batch.progress), records, batch.progress.kind, systemId);
+  const { durable } = await queueSnapshotRecords(state, deps, { records, positions, keys, keyTexts, systemId, kind: batch.progress.kind, unpin: false, mapped });
   return { keys, durable };
+}
+
+/** The unit a snapshot record is mapped and queued as (its snapshot kind filled in). */
+function snapshotUnit(record: SnapshotRecord, kind: SnapshotProgress['kind']): SourceUnit {
+  return record.snapshotKind ? record : { ...record, snapshotKind: kind };
+}
+
+/** Records mapped in one turn of the event loop before the next (see {@link mapWhileSaving}). */
+const MAP_SLICE = 32;
+
+/**
+ * The records mapped (nothing queued: mapping is pure) while `saving` — the save that pins them —
+ * is under way, then that save awaited. A chunk's save waits behind the previous chunk's append on
+ * the destination (appends are applied in order); the main thread spent that wait idle (a fifth
+ * of an initial snapshot's time, bench/results/2026-12-07-map-while-saving.md), and now maps the
+ * chunk meanwhile. It yields to I/O every {@link MAP_SLICE} records, first of all, so that the
+ * save's request, the appender's sends and their answers go on between slices.
+ */
+export async function mapWhileSaving(
+  deps: { readonly handler: Pick<TransactionHandler, 'mapUnit'> },
+  saving: Promise<void>,
+  records: readonly SnapshotRecord[],
+  kind: SnapshotProgress['kind'],
+  systemId: string,
+): Promise<MapResult[]> {
+  saving.catch(() => undefined); // awaited below, once the records are mapped (a mapping error wins)
+  const mapped: MapResult[] = [];
+  for (let i = 0; i < records.length; i++) {
+    if (i % MAP_SLICE === 0) await nextTurn();
+    mapped.push(deps.handler.mapUnit(snapshotUnit(records[i]!, kind), systemId));
+  }
+  await saving;
+  return mapped;
 }
 
 /**
@@ -243,7 +277,12 @@ export function unpinRecords(state: SnapshotState, records: readonly SnapshotRec
 export async function queueSnapshotRecords(
   state: SnapshotState,
   deps: { readonly control: RunControl; readonly handler: Pick<TransactionHandler, 'handleUnit'> },
-  batch: { readonly records: readonly SnapshotRecord[]; readonly positions: readonly PinnedPosition[]; readonly keys?: readonly string[]; readonly keyTexts?: readonly string[]; readonly systemId: string; readonly kind: SnapshotProgress['kind']; readonly unpin: boolean },
+  batch: {
+    readonly records: readonly SnapshotRecord[]; readonly positions: readonly PinnedPosition[]; readonly keys?: readonly string[]; readonly keyTexts?: readonly string[];
+    readonly systemId: string; readonly kind: SnapshotProgress['kind']; readonly unpin: boolean;
+    /** The records' mapping, when made ahead ({@link mapWhileSaving}); else they are mapped here. */
+    readonly mapped?: readonly MapResult[];
+  },
 ): Promise<{ readonly durable: Promise<void> }> {
   const { records, positions, systemId } = batch;
   const keys = batch.keys ?? records.map(pinKey);
@@ -253,10 +292,11 @@ export async function queueSnapshotRecords(
     const position = positions[i]!;
     if (deps.control.stopRequested && deps.control.fatal) throw deps.control.fatal;
     const handled = deps.handler.handleUnit(
-      record.snapshotKind ? record : { ...record, snapshotKind: batch.kind },
+      snapshotUnit(record, batch.kind),
       // The pin key is `<table>\u0000<canonical key>`.
       { kind: 'snapshot', systemId, snapshotGeneration: record.snapshotGeneration, lsn: position.lsn, sequence: position.sequence, table: record.table, key: batch.keyTexts?.[i] ?? keys[i]!.slice(record.table.length + 1) },
       systemId,
+      batch.mapped?.[i],
     );
     // Awaited only when queueing waits (the lanes are full): an await per record was a microtask turn per record.
     const queued = handled instanceof Promise ? await handled : handled;

@@ -38,8 +38,13 @@ export interface TransactionHandlerDeps {
 }
 
 export interface TransactionHandler {
-  /** Maps, validates and queues one unit; gives its durability (`null`: nothing to append). */
-  handleUnit(unit: SourceUnit, position: SinkPosition, sourceIdentity: string): Queued | null | Promise<Queued | null>;
+  /**
+   * Maps, validates and queues one unit; gives its durability (`null`: nothing to append).
+   * `mapped`: the unit's {@link TransactionHandler.mapUnit} result, when the caller mapped it ahead.
+   */
+  handleUnit(unit: SourceUnit, position: SinkPosition, sourceIdentity: string, mapped?: MapResult): Queued | null | Promise<Queued | null>;
+  /** Maps one unit and nothing else (no validation, no queueing, no counts): for a caller that maps ahead of handing it to `handleUnit`. */
+  mapUnit(unit: SourceUnit, sourceIdentity: string): MapResult;
   /**
    * A committed transaction (changes in memory, or read from its spill file when not given).
    * `gate`: what must also be durable before it may be acknowledged (a resumed snapshot's
@@ -152,8 +157,12 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
     queueWhole: queueMapped,
   });
 
-  function handleUnit(unit: SourceUnit, position: SinkPosition, sourceIdentity: string): Queued | null | Promise<Queued | null> {
-    return queueMapped(unit, position, mapUnit(deps.mappers, unit, { assembler: deps.assembler, sourceIdentity }));
+  function mapOne(unit: SourceUnit, sourceIdentity: string): MapResult {
+    return mapUnit(deps.mappers, unit, { assembler: deps.assembler, sourceIdentity });
+  }
+
+  function handleUnit(unit: SourceUnit, position: SinkPosition, sourceIdentity: string, mapped?: MapResult): Queued | null | Promise<Queued | null> {
+    return queueMapped(unit, position, mapped ?? mapOne(unit, sourceIdentity));
   }
 
   /** Registers the transaction with the checkpoint coordinator and queues its unit; synchronous when queueing is. */
@@ -223,6 +232,7 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
 
   return {
     handleUnit,
+    mapUnit: mapOne,
     handleTransaction,
     handleHeartbeat(tx) {
       stats.heartbeats += 1;

@@ -103,6 +103,10 @@ function rig() {
         return Promise.resolve();
       },
       handleHeartbeat: () => Promise.resolve(),
+      mapUnit: (r: SnapshotRecord) => {
+        events.push(`map ${(r.change.key as { id: string }).id}`);
+        return { events: [], failed: [] };
+      },
       handleUnit: (r: SnapshotRecord) => {
         const id = (r.change.key as { id: string }).id;
         events.push(`unit ${id}`);
@@ -124,13 +128,14 @@ describe('an incremental chunk landing while the stream goes on (transaction-rou
     const r = rig();
     await routeTransaction(r.deps, tx(10, '0/10'));
     await routeTransaction(r.deps, tx(11, '0/11'));
-    // The pins were saved before the first record was queued; the later transaction came after the chunk's records.
-    expect(r.events).toEqual(['transaction 10', 'save pins=2', 'unit a', 'unit b', 'transaction 11']);
+    // The pins' save went out first, the records were mapped while it was under way and queued
+    // once it was durable; the later transaction came after the chunk's records.
+    expect(r.events).toEqual(['transaction 10', 'save pins=2', 'map a', 'map b', 'unit a', 'unit b', 'transaction 11']);
     expect(r.state.pinned.size).toBe(2);
     r.durable.resolve();
     await r.saved.promise;
     await r.state.landing;
-    expect(r.events.slice(5)).toEqual(['chunkDurable 2 covered=2 pinned=2']);
+    expect(r.events.slice(7)).toEqual(['chunkDurable 2 covered=2 pinned=2']);
     expect(r.state.pinned.size, 'pins dropped once the progress covering them is saved').toBe(0);
     expect(r.state.counts.events).toBe(2);
   });
