@@ -228,6 +228,12 @@ function snapshotUnit(record: SnapshotRecord, kind: SnapshotProgress['kind']): S
   return record.snapshotKind ? record : { ...record, snapshotKind: kind };
 }
 
+/** Snapshot records mapped ahead ({@link mapWhileSaving}): each as the unit it is queued as, and its mapping. */
+export interface MappedRecords {
+  readonly units: readonly SourceUnit[];
+  readonly results: readonly MapResult[];
+}
+
 /** Records mapped in one turn of the event loop before the next (see {@link mapWhileSaving}). */
 const MAP_SLICE = 32;
 
@@ -245,15 +251,18 @@ export async function mapWhileSaving(
   records: readonly SnapshotRecord[],
   kind: SnapshotProgress['kind'],
   systemId: string,
-): Promise<MapResult[]> {
+): Promise<MappedRecords> {
   saving.catch(() => undefined); // awaited below, once the records are mapped (a mapping error wins)
-  const mapped: MapResult[] = [];
+  const units: SourceUnit[] = [];
+  const results: MapResult[] = [];
   for (let i = 0; i < records.length; i++) {
     if (i % MAP_SLICE === 0) await nextTurn();
-    mapped.push(deps.handler.mapUnit(snapshotUnit(records[i]!, kind), systemId));
+    const unit = snapshotUnit(records[i]!, kind);
+    units.push(unit);
+    results.push(deps.handler.mapUnit(unit, systemId));
   }
   await saving;
-  return mapped;
+  return { units, results };
 }
 
 /**
@@ -280,8 +289,8 @@ export async function queueSnapshotRecords(
   batch: {
     readonly records: readonly SnapshotRecord[]; readonly positions: readonly PinnedPosition[]; readonly keys?: readonly string[]; readonly keyTexts?: readonly string[];
     readonly systemId: string; readonly kind: SnapshotProgress['kind']; readonly unpin: boolean;
-    /** The records' mapping, when made ahead ({@link mapWhileSaving}); else they are mapped here. */
-    readonly mapped?: readonly MapResult[];
+    /** The records' units and mapping, when made ahead ({@link mapWhileSaving}); else they are made here. */
+    readonly mapped?: MappedRecords;
   },
 ): Promise<{ readonly durable: Promise<void> }> {
   const { records, positions, systemId } = batch;
@@ -292,11 +301,11 @@ export async function queueSnapshotRecords(
     const position = positions[i]!;
     if (deps.control.stopRequested && deps.control.fatal) throw deps.control.fatal;
     const handled = deps.handler.handleUnit(
-      snapshotUnit(record, batch.kind),
+      batch.mapped?.units[i] ?? snapshotUnit(record, batch.kind),
       // The pin key is `<table>\u0000<canonical key>`.
       { kind: 'snapshot', systemId, snapshotGeneration: record.snapshotGeneration, lsn: position.lsn, sequence: position.sequence, table: record.table, key: batch.keyTexts?.[i] ?? keys[i]!.slice(record.table.length + 1) },
       systemId,
-      batch.mapped?.[i],
+      batch.mapped?.results[i],
     );
     // Awaited only when queueing waits (the lanes are full): an await per record was a microtask turn per record.
     const queued = handled instanceof Promise ? await handled : handled;

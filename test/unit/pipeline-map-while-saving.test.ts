@@ -45,8 +45,8 @@ describe('snapshot records mapped while their pins are saved (mapWhileSaving)', 
     expect(settled, 'not handed on before the save is durable').toBe(false);
     save.resolve();
     const mapped = await mapping;
-    expect(mapped.map((m) => (m.events[0] as unknown as { id: string }).id)).toEqual(ids(100));
-    expect((mapped[0]!.events[0] as unknown as { kind: string }).kind, 'mapped as the unit it is queued as (its snapshot kind filled in)').toBe('ad_hoc');
+    expect(mapped.results.map((m) => (m.events[0] as unknown as { id: string }).id)).toEqual(ids(100));
+    expect((mapped.results[0]!.events[0] as unknown as { kind: string }).kind, 'mapped as the unit it is queued as (its snapshot kind filled in)').toBe('ad_hoc');
   });
 
   it('given a chunk of many records, when it is mapped, then other I/O callbacks run between its slices (the save request and the appender go on)', async () => {
@@ -107,7 +107,7 @@ describe('snapshot records mapped while their pins are saved (mapWhileSaving)', 
     const { durable } = await queueSnapshotRecords(state, deps as never, { records, positions, systemId: 'sys', kind: 'initial', unpin: false, mapped });
     await durable;
     expect(handed.map((h) => h.id)).toEqual(['r0', 'r1', 'r2']);
-    expect(handed.map((h) => h.mapped)).toEqual(mapped);
+    expect(handed.map((h) => h.mapped)).toEqual(mapped.results);
     expect(log, 'mapped once, ahead').toEqual(['map r0', 'map r1', 'map r2']);
     expect(state.counts).toEqual({ rows: 3, events: 3 });
   });
