@@ -27,7 +27,7 @@ import { BACKWARDS, END, KurrentDBClient } from '@kurrent/kurrentdb-client';
 import { decodeSnapshotRequest, isSnapshotFinished, parseSnapshotProgress, type SnapshotProgress, type SnapshotRequest } from '../source/snapshot/index.js';
 import type { Lsn } from '../source/types.js';
 import { DEFAULT_RETRY, isTransientError, readerConnectionString, type RetryPolicy } from '../sink/index.js';
-import { appendJsonEvent } from '../sink/json-append.js';
+import { createJsonAppender } from '../sink/json-append.js';
 import { backoffDelay } from '../sink/retry.js';
 
 export const SNAPSHOT_PROGRESS_EVENT_TYPE = 'SnapshotProgress';
@@ -182,6 +182,7 @@ export async function findRequestedProgress(connectionString: string, assembler:
 export function createKurrentDBSnapshotStore(connectionString: string, assembler: string, retryPolicy?: Partial<RetryPolicy>): PipelineSnapshotStore {
   const url = readerConnectionString(connectionString);
   let client = KurrentDBClient.connectionString(url);
+  let appender = createJsonAppender(client, url);
   const stream = snapshotProgressStreamName(assembler);
   const policy: RetryPolicy = retryPolicy ? { ...DEFAULT_RETRY, ...retryPolicy } : { ...DEFAULT_RETRY, maxAttempts: 5 };
   let closed = false;
@@ -208,8 +209,10 @@ export function createKurrentDBSnapshotStore(connectionString: string, assembler
           if (policy.maxAttempts !== undefined && transient >= policy.maxAttempts) throw error;
           await pause(backoffDelay(policy, transient));
           if (closed) throw error;
+          appender.close();
           await client.dispose().catch(() => undefined);
           client = KurrentDBClient.connectionString(url);
+          appender = createJsonAppender(client, url);
           continue;
         }
         if (attempt >= 5) throw error;
@@ -248,8 +251,8 @@ export function createKurrentDBSnapshotStore(connectionString: string, assembler
     async save(progress, pinned, requests = { queued: [], handled: [] }, extras = {}) {
       const runs = pinRuns(pinned);
       // Expected `any`: one assembler owns the stream; a retried save appends the same record again (harmless, the last one counts).
-      // The event appendToStream(stream, jsonEvent(…)) writes, without the client's base64 detour for its data (sink/json-append.ts).
-      await retry(() => appendJsonEvent(client, stream, SNAPSHOT_PROGRESS_EVENT_TYPE, {
+      // A JSON event as appendToStream(stream, jsonEvent(…)) writes one, on the sink's framed path when the server has it (sink/json-append.ts).
+      await retry(() => appender.append(stream, SNAPSHOT_PROGRESS_EVENT_TYPE, {
         assembler, progress, pinned: [], pinnedRuns: runs, requests: { queued: requests.queued, handled: requests.handled.slice(-HANDLED_REQUESTS_KEPT) },
         ...(extras.marks && extras.marks.length > 0 ? { marks: extras.marks } : {}),
         ...(extras.sequence ? { sequence: extras.sequence } : {}),
@@ -258,6 +261,7 @@ export function createKurrentDBSnapshotStore(connectionString: string, assembler
     async close() {
       closed = true;
       for (const wake of [...pauses]) wake();
+      appender.close();
       await client.dispose().catch(() => undefined);
     },
   };

@@ -20,7 +20,6 @@
  */
 import { setMaxListeners } from 'node:events';
 import { KurrentDBClient } from '@kurrent/kurrentdb-client';
-import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_grpc_pb.js';
 import { oversized } from './conflicts.js';
 import { errorMessage, errorType, type SinkContext, type SinkStats } from './context.js';
 import { SinkError } from './errors.js';
@@ -36,7 +35,7 @@ import { createStreamStates, type CallStates } from './stream-states.js';
 import { createTailReader } from './tail-reader.js';
 import type { AppendOutcome, KurrentDBSink, SinkBatch, SinkStatus } from './types.js';
 import { callOutcomes, prepareCall } from './units.js';
-import { appendEncoded, supportsEncodedAppend, type EncodedStreamAppend } from './v2-append.js';
+import { appendEncoded, serverSupportsMultiStreamAppend, supportsEncodedAppend, type EncodedStreamAppend } from './v2-append.js';
 
 export {
   checkpointStreamName,
@@ -83,18 +82,6 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
     }
     signal.addEventListener('abort', done, { once: true });
   });
-}
-
-/**
- * Whether the client's cached server features list the v2 `AppendSession` (multi-stream append).
- * The client asks `ServerFeatures.GetSupportedMethods` once per connection and checks the same
- * list before its own `multiStreamAppend`; its `supports` is `protected` in the typings but a
- * public field at run time, so this reads the very answer the client will act on.
- */
-async function serverSupportsMultiStreamAppend(client: KurrentDBClient): Promise<boolean | 'unknown'> {
-  const supports = (client as unknown as { supports?: (method: { path: string }) => Promise<boolean> }).supports;
-  if (typeof supports !== 'function') return 'unknown';
-  return supports(v2StreamsGrpc.StreamsServiceService.appendSession);
 }
 
 /** Longest wait for the stream states to be written at close (a server that is down gets no save: the next start learns afresh). */

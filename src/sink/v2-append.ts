@@ -299,6 +299,19 @@ export function supportsEncodedAppend(client: KurrentDBClient): boolean {
 const APPEND_SESSION = v2StreamsGrpc.StreamsServiceService.appendSession;
 
 /**
+ * Whether the client's cached server features list the v2 `AppendSession` (multi-stream append).
+ * The client asks `ServerFeatures.GetSupportedMethods` once per connection and checks the same
+ * list before its own `multiStreamAppend`; its `supports` is `protected` in the typings but a
+ * public field at run time, so this reads the very answer the client will act on.
+ */
+export async function serverSupportsMultiStreamAppend(client: KurrentDBClient): Promise<boolean | 'unknown'> {
+  const supports = (client as unknown as { supports?: (method: { path: string }) => Promise<boolean> }).supports;
+  if (typeof supports !== 'function') return 'unknown';
+  return supports(v2StreamsGrpc.StreamsServiceService.appendSession);
+}
+
+
+/**
  * One atomic multi-stream append of pre-encoded requests. Errors are the client's own
  * (`convertToCommandError`: `WrongExpectedVersionError`, `UnavailableError`, …).
  */
