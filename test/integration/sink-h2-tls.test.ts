@@ -3,7 +3,7 @@
 // KurrentDB serving TLS with a self-signed certificate made for the test (test/support/tls-cert.ts).
 // The connection string's TLS options mean what they mean to the client: a certificate it does
 // not trust is refused on both paths, `tlsVerifyCert=false` accepts it; a server whose ALPN does
-// not choose h2 gets no request.
+// not choose h2 gets no request. The snapshot progress record's appender (json-append.ts) takes the same framed path.
 import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import net from 'node:net';
@@ -16,6 +16,7 @@ import { createAppender } from '../../src/pipeline/appender.js';
 import { uuidv5 } from '../../src/sink/encoding.js';
 import { encodeHeaderBlock, openFramedConnection } from '../../src/sink/h2-frames.js';
 import { createFramedTailReader, createH2TailReader } from '../../src/sink/h2-read.js';
+import { createJsonAppender } from '../../src/sink/json-append.js';
 import { transportOf } from '../../src/sink/h2-transport.js';
 import { createKurrentDBSink, type KurrentDBSink, type SinkBatch } from '../../src/sink/index.js';
 import { createBridgeTailReader, createTailReader } from '../../src/sink/tail-reader.js';
@@ -128,6 +129,21 @@ describe('the sink over TLS', () => {
     }
     for (const [i, stream] of streams.entries()) {
       expect(db.readStreamEvents(stream).map((e) => e.id)).toEqual([unit(i, stream).events[0]!.id, unit(streams.length + i, stream).events[0]!.id]);
+    }
+  });
+
+  it('the snapshot progress record\'s appender goes framed over TLS and reads back as the JSON event it sent', async () => {
+    const appender = createJsonAppender(client, db.connectionString);
+    try {
+      const stream = `event-assembler.snapshot-tls-${randomUUID()}`;
+      await appender.append(stream, 'SnapshotProgress', { progress: { generation: 'g1' }, pinnedRuns: [['public.invoice', '0/1A', 1, ['[["id","inv_1"]]']]] });
+      expect(appender.framedAppends).toBe(1);
+      const read = [];
+      for await (const resolved of client.readStream(stream)) read.push(resolved.event!);
+      expect(read).toHaveLength(1);
+      expect(read[0]).toMatchObject({ type: 'SnapshotProgress', isJson: true, data: { progress: { generation: 'g1' } } });
+    } finally {
+      appender.close();
     }
   });
 
