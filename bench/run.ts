@@ -42,7 +42,6 @@ import { CONSUMERS, runConsumer, slotOf, summarize, type ConsumerRun, type Drain
 import { createBenchDatabase, PUBLICATION, writeInvoicesBulk } from './lib/invoicing-db.js';
 import { benchAssembler, maxOf, percentile } from './lib/pipeline-run.js';
 import { DEFAULT_LATENCY_RATES, runLatencyDriver } from './lib/latency-driver.js';
-import { yardstickText } from './lib/machine-speed.js';
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
 import { cpuSeconds } from './lib/proc-cpu.js';
 import { incrementalSnapshotRun, initialSnapshotRun, type SnapshotRun } from './lib/snapshot-runs.js';
@@ -71,9 +70,7 @@ const loadText = (load: number[]) => load.map((l) => l.toFixed(2)).join(' / ');
 
 // Before anything of the bench starts: figures are for a quiet machine (load below 0.5).
 const loadAtStart = os.loadavg();
-// How fast the machine runs (a quiet load does not say): bench/lib/machine-speed.ts, at the start and at the end.
-const yardstickAtStart = yardstickText();
-log(`load average at start ${loadText(loadAtStart)}, ${yardstickAtStart}; ${fmt(N)} transactions, ${ROUNDS} round(s)`);
+log(`load average at start ${loadText(loadAtStart)}; ${fmt(N)} transactions, ${ROUNDS} round(s)`);
 const server = await startEmbeddedPostgres();
 const runs: ConsumerRun[] = [];
 const latencies: LatencyRow[] = [];
@@ -194,7 +191,7 @@ try {
 } catch {
   cpu = `${os.cpus().length} × ${cpu}`;
 }
-const machine = `${cpu}; Node ${process.version}; ${os.platform()}/${os.arch()}; load average at the start ${loadText(loadAtStart)}, at the end ${loadText(os.loadavg())}; ${yardstickAtStart} at the start, ${yardstickText()} at the end (a fixed CPU task, bench/lib/machine-speed.ts: larger is a slower machine)`;
+const machine = `${cpu}; Node ${process.version}; ${os.platform()}/${os.arch()}; load average at the start ${loadText(loadAtStart)}, at the end ${loadText(os.loadavg())}`;
 const summary = e2eReport({
   transactions: N,
   rounds: ROUNDS,
@@ -225,7 +222,7 @@ writeFileSync(
     command,
     '```',
     '',
-    `Machine: ${machine}. Compare ratios within one run, not absolute figures across runs (the yardstick says how far the machine's speed moved); record figures from a quiet machine (load below 0.5 at the start).`,
+    `Machine: ${machine}. Compare ratios within one run, not absolute figures across runs; record figures from a quiet machine (load below 0.5 at the start).`,
     `Run at ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC.`,
     '',
     summary,

@@ -10,9 +10,8 @@
 // customers), a fresh in-memory KurrentDB process at EA_BENCH_SNAPSHOT_APPEND_MS (default 1) per
 // append, the assembler (production build, in this process; EA_BENCH_BUILD_DIR picks another
 // build, for an A/B comparison) timed as in `npm run bench`. Printed per run: rows/s, CPU µs per
-// row of this process and of the server process, this process's peak RSS over the run
-// (VmHWM, reset before each run through /proc/self/clear_refs), and the machine's speed just
-// before the run (`yardstick … ms`, bench/lib/machine-speed.ts: larger is slower). Kind `process`: the initial
+// row of this process and of the server process, and this process's peak RSS over the run
+// (VmHWM, reset before each run through /proc/self/clear_refs). Kind `process`: the initial
 // snapshot with the assembler as a child process (the CLI from the build, bench/lib/snapshot-process.ts):
 // its own peak RSS and CPU, start-up included; EA_BENCH_SNAPSHOT_SHAPE=ts or mjs runs it as a deployment
 // does, with a TypeScript or a JavaScript configuration (bench/lib/snapshot-process.ts). EA_BENCH_SNAPSHOT_OPTIONS (JSON) adds options to
@@ -22,7 +21,6 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { startEmbeddedPostgres } from '../src/testing/postgres.js';
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
-import { yardstickText } from './lib/machine-speed.js';
 import { incrementalSnapshotRun, initialSnapshotRun, type SnapshotRun } from './lib/snapshot-runs.js';
 import { initialSnapshotProcessRun } from './lib/snapshot-process.js';
 
@@ -55,15 +53,13 @@ try {
   let n = 0;
   for (let round = 1; round <= ROUNDS; round++) {
     for (const kind of KINDS) {
-      // The machine's speed before the run (bench/lib/machine-speed.ts): runs minutes apart differ by a third on a quiet VM.
-      const speed = yardstickText();
       const kurrent = await startKurrentDBProcess(APPEND_MS);
       try {
         if (kind === 'process') {
           n += 1;
           const run = await initialSnapshotProcessRun(server, kurrent, ROWS, `_${n}`);
           const perRow = (s: number | null) => (s === null ? '—' : ((s * 1e6) / run.rows).toFixed(1));
-          const line = `process round ${round}: ${run.rows} rows, ${run.events} events, ${run.seconds.toFixed(2)} s (start-up included), ${Math.round(run.rows / run.seconds)} rows/s; CPU µs/row: assembler ${perRow(run.cpu.assembler)} (main thread ${perRow(run.cpu.mainThread)}), server ${perRow(run.cpu.server)}; assembler peak RSS ${run.peakRssMiB} MiB; ${speed} before`;
+          const line = `process round ${round}: ${run.rows} rows, ${run.events} events, ${run.seconds.toFixed(2)} s (start-up included), ${Math.round(run.rows / run.seconds)} rows/s; CPU µs/row: assembler ${perRow(run.cpu.assembler)} (main thread ${perRow(run.cpu.mainThread)}), server ${perRow(run.cpu.server)}; assembler peak RSS ${run.peakRssMiB} MiB`;
           lines.push(line);
           log(line);
           continue;
@@ -86,7 +82,7 @@ try {
         clearInterval(sampler);
         const peak = status('VmHWM');
         const perRow = (s: number | null) => (s === null ? '—' : ((s * 1e6) / run.rows).toFixed(1));
-        const line = `${kind} round ${round}: ${run.rows} rows, ${run.events} events, ${run.seconds.toFixed(2)} s, ${Math.round(run.rows / run.seconds)} rows/s; CPU µs/row: bench ${perRow(run.cpu.bench)}, server ${perRow(run.cpu.server)}, walsender ${perRow(run.cpu.walsender)}; RSS MiB: before ${mib(before)}, peak ${mib(peak)}; peak heap used ${mib(heap.used / 1024)}, external ${mib(heap.external / 1024)}; ${speed} before`;
+        const line = `${kind} round ${round}: ${run.rows} rows, ${run.events} events, ${run.seconds.toFixed(2)} s, ${Math.round(run.rows / run.seconds)} rows/s; CPU µs/row: bench ${perRow(run.cpu.bench)}, server ${perRow(run.cpu.server)}, walsender ${perRow(run.cpu.walsender)}; RSS MiB: before ${mib(before)}, peak ${mib(peak)}; peak heap used ${mib(heap.used / 1024)}, external ${mib(heap.external / 1024)}`;
         lines.push(line);
         log(line);
       } finally {
