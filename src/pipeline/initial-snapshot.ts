@@ -49,7 +49,7 @@ export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: Snap
     };
     try {
       for await (const batch of readInitialSnapshot({
-        connection: config.source.connection, snapshotName: exported.snapshotName, tables, snapshotGeneration: generation, snapshotKind: 'initial',
+        connection: config.source.connection, snapshotName: exported.snapshotName, tables, snapshotGeneration: generation,
         parallelism: config.snapshot.parallelism, batchRows: initialChunkRows(config), publications: config.source.publication,
       })) {
         if (control.stopRequested) break;

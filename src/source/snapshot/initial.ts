@@ -109,12 +109,6 @@ export interface ReadSnapshotOptions {
   readonly snapshotName: string;
   readonly tables: readonly QualifiedTable[];
   readonly snapshotGeneration: string;
-  /**
-   * The generation's kind, set on every record (`SnapshotRecord.snapshotKind`, event metadata
-   * `snapshot.kind`) as it is made: the pipeline passes `initial`, so it need not copy each record
-   * to add it. Default: none (the records carry no kind).
-   */
-  readonly snapshotKind?: SnapshotRecord['snapshotKind'];
   /** Connections reading tables at the same time, each importing the snapshot. Default: 1. */
   readonly parallelism?: number;
   /** `copy` (COPY … TO STDOUT, text format) or `cursor` (DECLARE … CURSOR + FETCH). Default: `copy` (measured ~2× faster here, see docs/snapshots.md). */
@@ -165,12 +159,10 @@ async function* readTableText(client: pg.Client, t: SnapshotTable, method: Snaps
   await client.query(`CLOSE ${cursor}`);
 }
 
-export function snapshotRecord(t: SnapshotTable, generation: string, texts: readonly (string | null)[], snapshotKind?: SnapshotRecord['snapshotKind']): SnapshotRecord {
+export function snapshotRecord(t: SnapshotTable, generation: string, texts: readonly (string | null)[]): SnapshotRecord {
   const after = decodeRow(t, texts);
   const key = keyOfRow(t, after);
-  const change: SnapshotRecord['change'] = { op: 'read', table: t.table, after, key, snapshotGeneration: generation };
-  // The kind last: the shape of the record the pipeline made by copying one and adding it.
-  return snapshotKind === undefined ? { kind: 'snapshot', snapshotGeneration: generation, table: t.table, change } : { kind: 'snapshot', snapshotGeneration: generation, table: t.table, change, snapshotKind };
+  return { kind: 'snapshot', snapshotGeneration: generation, table: t.table, change: { op: 'read', table: t.table, after, key, snapshotGeneration: generation } };
 }
 
 /**
@@ -209,7 +201,7 @@ export async function* readInitialSnapshot(options: ReadSnapshotOptions): AsyncG
         let rowsDone = 0;
         let lastKey: KeyText | null = null;
         for await (const rows of readTableText(client, t, method, batchRows)) {
-          const records = rows.map((r) => snapshotRecord(t, options.snapshotGeneration, r, options.snapshotKind));
+          const records = rows.map((r) => snapshotRecord(t, options.snapshotGeneration, r));
           rowsDone += rows.length;
           if (t.keyIndexes.length > 0 && rows.length > 0) lastKey = keyTextOf(t, rows[rows.length - 1]!);
           await put({ table, records, lastKey, rowsDone, estimatedRows: t.estimatedRows, tableDone: false });
