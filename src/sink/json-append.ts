@@ -11,6 +11,9 @@
  * The call goes through the client's own gRPC client (channel, credentials, deadline, errors:
  * `convertToCommandError`), as the client's `appendToStream` does; without the internals this
  * relies on, the client's `appendToStream` is used.
+ *
+ * `createJsonAppender` (below) is what the snapshot progress store uses: the same event through
+ * the sink's framed AppendSession path when the server has it, this call otherwise.
  */
 import { randomUUID } from 'node:crypto';
 import { jsonEvent, type KurrentDBClient } from '@kurrent/kurrentdb-client';

@@ -310,7 +310,6 @@ export async function serverSupportsMultiStreamAppend(client: KurrentDBClient): 
   return supports(v2StreamsGrpc.StreamsServiceService.appendSession);
 }
 
-
 /**
  * One atomic multi-stream append of pre-encoded requests. Errors are the client's own
  * (`convertToCommandError`: `WrongExpectedVersionError`, `UnavailableError`, …).
