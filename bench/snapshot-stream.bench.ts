@@ -1,6 +1,6 @@
 // Streaming right after an initial snapshot, in the same process: what the stream-state cache kept of
-// the snapshot's streams. Since 2026-12-06 a snapshot's states take at most a fifth of the cache
-// (the passing segment, src/sink/state-cache.ts); a transaction touching a snapshotted stream the
+// the snapshot's streams. A snapshot's states take at most a fiftieth of the cache (a fifth from
+// 2026-12-06 to 2026-12-07; the passing segment, src/sink/state-cache.ts); a transaction touching a snapshotted stream the
 // cache no longer holds costs a tail read. Measured against transactions that open new streams.
 //
 //   npm run bench:snapshot-stream        # builds .tmp/bench-build, then runs this with the CLI's Node flags

@@ -54,8 +54,12 @@ function createSegment<S>() {
 
 /** The share of the cache that streams used more than once may hold (the protected segment). */
 export const PROTECTED_SHARE = 0.8;
-/** The share of the cache that streams a pass touched once may hold (the passing segment, see `createLru`). */
-export const PASSING_SHARE = 0.2;
+/**
+ * The share of the cache that streams a pass touched once may hold (the passing segment, see
+ * `createLru`): 2,000 states at the default 100,000. It was a fifth until 2026-12-07; at a fiftieth
+ * a 1,000,000-row snapshot peaks 7–11 MiB lower (bench/results/2026-12-07-passing-share.md).
+ */
+export const PASSING_SHARE = 0.02;
 
 /**
  * Stream states, `capacity` of them kept once full, in three segments (a segmented LRU): a stream
@@ -75,11 +79,12 @@ export const PASSING_SHARE = 0.2;
  * recently used beyond that; used again, it is protected like any other. A 1,000,000-row snapshot
  * otherwise filled the whole cache with states it never asks for again: ~200 B of live heap each,
  * held twice over by the old generation's growth (bench/results/2026-12-06-snapshot-cache.md).
+ * `passingShare`: that segment's share of the capacity (tests set another).
  */
-export function createLru<S>(capacity: number, onEvict: () => void) {
+export function createLru<S>(capacity: number, onEvict: () => void, passingShare: number = PASSING_SHARE) {
   const limit = Math.max(1, capacity);
   const protectedLimit = Math.floor(limit * PROTECTED_SHARE);
-  const passingLimit = Math.max(1, Math.floor(limit * PASSING_SHARE));
+  const passingLimit = Math.max(1, Math.floor(limit * passingShare));
   const passing = createSegment<S>();
   const probation = createSegment<S>();
   const kept = createSegment<S>();

@@ -12,7 +12,8 @@ import { waitFor } from '../resilience/assembler-process.js';
 import { sinkFactory, useInMemoryKurrentDB, type LogLine } from '../support/kurrentdb-rig.js';
 
 const { cleanups, server } = useInMemoryKurrentDB();
-const sink = sinkFactory(cleanups, { maxCachedStreams: 10_000 });
+// Room for every state these tests make: a snapshot's take at most 2 % of the cache (400 here, for 300 orders).
+const sink = sinkFactory(cleanups, { maxCachedStreams: 20_000 });
 const ASSEMBLER = 'carry';
 const STREAMS = Array.from({ length: 300 }, (_, i) => `order-${i}`);
 /** The streams a sink of these tests knows: the orders and its checkpoint stream. */

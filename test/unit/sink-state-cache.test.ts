@@ -1,7 +1,7 @@
 // The sink's stream-state cache (src/sink/state-cache.ts): full to its capacity, a segmented LRU —
 // streams used once leave before streams used again, so a bulk pass does not flush the rest.
 import { describe, expect, it } from 'vitest';
-import { createLru } from '../../src/sink/state-cache.js';
+import { createLru, PASSING_SHARE } from '../../src/sink/state-cache.js';
 
 describe('createLru', () => {
   it('holds exactly its capacity once full, evicting one stream per new one and saying so', () => {
@@ -91,25 +91,26 @@ describe('createLru', () => {
     expect(lru.size).toBe(0);
   });
 
-  it('a snapshot pass (set passing) keeps at most 20 % of the capacity and evicts nothing else, however long', () => {
+  it('a snapshot pass (set passing) keeps at most 2 % of the capacity and evicts nothing else, however long', () => {
     let evicted = 0;
     const lru = createLru<number>(1_000, () => (evicted += 1));
     for (let i = 0; i < 300; i++) lru.set(`used-${i}`, i);
     for (let i = 0; i < 300; i++) lru.get(`used-${i}`); // protected
     for (let i = 0; i < 400; i++) lru.set(`once-${i}`, i); // probation
     for (let i = 0; i < 100_000; i++) lru.set(`row-${i}`, i, 'passing');
-    expect(lru.size).toBe(900);
-    expect(evicted).toBe(100_000 - 200);
+    expect(PASSING_SHARE).toBe(0.02);
+    expect(lru.size).toBe(720);
+    expect(evicted).toBe(100_000 - 20);
     for (let i = 0; i < 300; i++) expect(lru.has(`used-${i}`)).toBe(true);
     for (let i = 0; i < 400; i++) expect(lru.has(`once-${i}`)).toBe(true);
-    // The newest 200 of the pass, first to be evicted first, ahead of probation and protected.
+    // The newest 20 of the pass, first to be evicted first, ahead of probation and protected.
     const keys = [...lru.entries()].map(([k]) => k);
-    expect(keys.slice(0, 200)).toEqual(Array.from({ length: 200 }, (_, i) => `row-${99_800 + i}`));
-    expect(keys[200]).toBe('once-0');
+    expect(keys.slice(0, 20)).toEqual(Array.from({ length: 20 }, (_, i) => `row-${99_980 + i}`));
+    expect(keys[20]).toBe('once-0');
   });
 
   it('a pass keeps its share and, in a full cache, makes room from the pass first; a passing stream used again is protected, and one set once moves over', () => {
-    const lru = createLru<number>(10, () => undefined);
+    const lru = createLru<number>(10, () => undefined, 0.2);
     for (let i = 0; i < 5; i++) lru.set(`s-${i}`, i);
     lru.set('row-a', 0, 'passing');
     lru.set('row-b', 0, 'passing');
