@@ -11,7 +11,8 @@
 // append, the assembler (production build, in this process; EA_BENCH_BUILD_DIR picks another
 // build, for an A/B comparison) timed as in `npm run bench`. Printed per run: rows/s, CPU µs per
 // row of this process and of the server process, and this process's peak RSS over the run
-// (VmHWM, reset before each run through /proc/self/clear_refs). Kind `process`: the initial
+// (VmHWM, reset before each run through /proc/self/clear_refs), and its garbage collections (bench/lib/gc-watch.ts:
+// a run with several times the usual mark-compacts ran in a slow GC mode). Kind `process`: the initial
 // snapshot with the assembler as a child process (the CLI from the build, bench/lib/snapshot-process.ts):
 // its own peak RSS and CPU, start-up included; EA_BENCH_SNAPSHOT_SHAPE=ts or mjs runs it as a deployment
 // does, with a TypeScript or a JavaScript configuration (bench/lib/snapshot-process.ts). EA_BENCH_SNAPSHOT_OPTIONS (JSON) adds options to
@@ -23,6 +24,7 @@ import { startEmbeddedPostgres } from '../src/testing/postgres.js';
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
 import { incrementalSnapshotRun, initialSnapshotRun, type SnapshotRun } from './lib/snapshot-runs.js';
 import { initialSnapshotProcessRun } from './lib/snapshot-process.js';
+import { describeGc, watchGc } from './lib/gc-watch.js';
 
 const ROWS = Number(process.env.EA_BENCH_SNAPSHOT_ROWS ?? 150_000);
 const ROUNDS = Math.max(1, Number(process.env.EA_BENCH_ROUNDS ?? 1));
@@ -75,14 +77,16 @@ try {
           heap.external = Math.max(heap.external, m.external);
         }, 100);
         n += 1;
+        const gcWatch = watchGc();
         const run: SnapshotRun =
           kind === 'initial'
             ? await initialSnapshotRun(server, kurrent, ROWS, log, `_${n}`)
             : await incrementalSnapshotRun(server, kurrent, ROWS, WRITER, log, `_${n}`);
         clearInterval(sampler);
+        const gc = gcWatch.stop();
         const peak = status('VmHWM');
         const perRow = (s: number | null) => (s === null ? '—' : ((s * 1e6) / run.rows).toFixed(1));
-        const line = `${kind} round ${round}: ${run.rows} rows, ${run.events} events, ${run.seconds.toFixed(2)} s, ${Math.round(run.rows / run.seconds)} rows/s; CPU µs/row: bench ${perRow(run.cpu.bench)}, server ${perRow(run.cpu.server)}, walsender ${perRow(run.cpu.walsender)}; RSS MiB: before ${mib(before)}, peak ${mib(peak)}; peak heap used ${mib(heap.used / 1024)}, external ${mib(heap.external / 1024)}`;
+        const line = `${kind} round ${round}: ${run.rows} rows, ${run.events} events, ${run.seconds.toFixed(2)} s, ${Math.round(run.rows / run.seconds)} rows/s; CPU µs/row: bench ${perRow(run.cpu.bench)}, server ${perRow(run.cpu.server)}, walsender ${perRow(run.cpu.walsender)}; RSS MiB: before ${mib(before)}, peak ${mib(peak)}; peak heap used ${mib(heap.used / 1024)}, external ${mib(heap.external / 1024)}; GC: ${describeGc(gc)}`;
         lines.push(line);
         log(line);
       } finally {
