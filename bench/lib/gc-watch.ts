@@ -1,7 +1,8 @@
 // This process's garbage collections over one bench run, by kind: the minor ones (scavenges) and
 // the major ones (mark-compacts), with their pause time. A run can settle into a slow GC mode for
-// its whole length — 41–63 mark-compacts instead of 10–14 for a 550,000-row initial snapshot, a
-// quarter more CPU per row (bench/results/2026-12-07-passing-share.md) — and one such run decides a
+// its whole length — for a 550,000-row initial snapshot 55 mark-compacts over the run instead of 7–8
+// as this watch counts them (41–63 instead of 10–14 in the whole process's `--trace-gc`), a quarter
+// more CPU per row (bench/results/2026-12-07-passing-share.md) — and one such run decides a
 // three-pair A/B on its own. Printed with each run so that such runs can be named.
 import { constants, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 
