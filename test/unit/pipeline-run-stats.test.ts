@@ -1,6 +1,6 @@
 // Run stats: the commit → durable lag window (a ring of the last samples) and its percentiles.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createLagWindow, createRunStats, LAG_WINDOW } from '../../src/pipeline/run-stats.js';
+import { createLagWindow, createRunStats, LAG_WINDOW, parseCommitTime } from '../../src/pipeline/run-stats.js';
 
 /** A clock the test moves. */
 function clock(start = 1_000_000) {
@@ -100,5 +100,25 @@ describe('createRunStats', () => {
     expect(stats.counts).toEqual({ received: 0, appended: 0, skipped: 0, parkedTx: 0, sliced: 0, eventsAppended: 0, replaySkipped: 0, mapperFailures: 0, contractViolations: 0 });
     expect(stats.byType).toEqual({});
     expect(LAG_WINDOW).toBeGreaterThan(0);
+  });
+});
+
+describe('parseCommitTime', () => {
+  it('gives what Date.parse gives for the decoder\'s commit times: the same day, the next day, midnight, the last millisecond, the year 2000', () => {
+    const times = [
+      '2026-12-07T13:32:01.123456Z', '2026-12-07T13:32:01.999999Z', '2026-12-07T00:00:00.000000Z', '2026-12-07T23:59:59.999000Z',
+      '2026-12-08T00:00:00.001000Z', '2026-12-07T13:32:01.123456Z', '2000-01-01T00:00:00.000000Z', '2000-01-01T12:34:56.789012Z',
+    ];
+    // Twice over: the second pass parses most of them through the cached day.
+    for (const text of [...times, ...times]) expect(parseCommitTime(text)).toBe(Date.parse(text));
+  });
+
+  it('gives NaN, as Date.parse does, for what is not a time, also after a day is cached', () => {
+    parseCommitTime('2026-12-07T13:32:01.123456Z');
+    for (const text of ['2026-12-07T13:3x:01.123456Z', '2026-12-07T25:00:00.000000Z', '2026-12-07T13:32:01.123x56Z', 'not a time']) {
+      expect(parseCommitTime(text)).toBeNaN();
+      expect(Date.parse(text)).toBeNaN();
+    }
+    expect(parseCommitTime('infinity')).toBeNaN();
   });
 });
