@@ -121,6 +121,14 @@ describe('date and time', () => {
     }
   });
 
+  it('timestamptz in the cached minute with seconds that are not digits is refused, as the uncached conversion refuses it', () => {
+    expect(decodeTimestamptz('2024-01-02 03:04:05.5+01')).toBe('2024-01-02T02:04:05.500000Z');
+    for (const bad of ['2024-01-02 03:04:5x+01', '2024-01-02 03:04:05.1x+01', '2024-01-02 03:04:０5+01']) {
+      expect(() => decodeTimestamptzSlow(bad), bad).toThrow(/not in ISO format/);
+      expect(() => decodeTimestamptz(bad), bad).toThrow(/not in ISO format/);
+    }
+  });
+
   it('timestamptz keeps infinity and BC as text', () => {
     expect(decodeTimestamptz('infinity')).toBe('infinity');
     expect(decodeTimestamptz('-infinity')).toBe('-infinity');
