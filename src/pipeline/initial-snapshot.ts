@@ -51,6 +51,7 @@ export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: Snap
       for await (const batch of readInitialSnapshot({
         connection: config.source.connection, snapshotName: exported.snapshotName, tables, snapshotGeneration: generation,
         parallelism: config.snapshot.parallelism, batchRows: initialChunkRows(config), publications: config.source.publication,
+        snapshotKind: 'initial',
       })) {
         if (control.stopRequested) break;
         const current = await handOver(state, deps, batch, progress, covered, exported.consistentPoint, systemId);
