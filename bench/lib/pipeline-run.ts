@@ -12,7 +12,7 @@ import { compareLsn, createAssembler, silentLogger } from './subject.js';
 import { TABLES } from './invoicing-db.js';
 
 export const CONTRACTS_DIR = fileURLToPath(new URL('../../contracts/invoicing', import.meta.url));
-/** Experiments: EA_BENCH_LIMITS='{"maxInFlightTransactions":4000}' sets the configuration's `limits` (defaults otherwise), here and in snapshot-process.ts. */
+/** Experiments: EA_BENCH_LIMITS='{"maxInFlightTransactions":4000}' sets the configuration's `limits` (defaults otherwise), here, in snapshot-runs.ts and in snapshot-process.ts. */
 export const BENCH_LIMITS = process.env.EA_BENCH_LIMITS ? (JSON.parse(process.env.EA_BENCH_LIMITS) as Record<string, number>) : null;
 
 /** Accepts every batch at once: the pipeline without a destination. */

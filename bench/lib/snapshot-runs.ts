@@ -20,7 +20,7 @@ import type { EmbeddedPostgres } from '../../src/testing/postgres.js';
 import { watchCpu, type RunCpu } from './cpu-watch.js';
 import { createBenchDatabase, PUBLICATION, TABLES } from './invoicing-db.js';
 import { runLatencyDriver } from './latency-driver.js';
-import { CONTRACTS_DIR, maxOf, percentile } from './pipeline-run.js';
+import { BENCH_LIMITS, CONTRACTS_DIR, maxOf, percentile } from './pipeline-run.js';
 import { fillInvoices } from './reconcile-line.js';
 import { createAssembler, silentLogger } from './subject.js';
 import { createInvoicingMappers } from '../../examples/invoicing/index.js';
@@ -61,6 +61,7 @@ function assemblerFor(name: string, captureUrl: string, slot: string, kurrentdb:
       mappers: createInvoicingMappers(),
       contracts: { dir: CONTRACTS_DIR },
       snapshot: { mode, ...SNAPSHOT_OPTIONS },
+      ...(BENCH_LIMITS ? { limits: BENCH_LIMITS } : {}),
     },
     { logger: silentLogger },
   );
