@@ -128,6 +128,7 @@ export function decodeTimestamptz(text: string): string {
       lastTzMinute = text.slice(0, 16);
       lastTzOffset = m[0];
       lastUtcMinute = result.slice(0, 16);
+      utcText.write(lastUtcMinute, 0, 'latin1');
     }
   }
   return result;
@@ -138,10 +139,11 @@ let lastTzOffset = '';
 let lastUtcMinute = '';
 const TZ_OFFSET_RE = /[+-]\d\d(?::\d\d)?$/;
 
-/** `YYYY-MM-DDTHH:MM:SS.ffffffZ` laid out byte by byte: the minute written once per minute, then seconds and fraction per value. */
-const utcText = Buffer.alloc(27);
-/** The UTC minute `utcText` holds. */
-let utcTextMinute = '';
+/**
+ * `YYYY-MM-DDTHH:MM:SS.ffffffZ` laid out byte by byte: `lastUtcMinute` written when it is set, the
+ * separators once, the seconds and fraction per value.
+ */
+const utcText = Buffer.from('0000-00-00T00:00:00.000000Z', 'latin1');
 
 /**
  * The UTC text of a value in the minute of the previous one: `lastUtcMinute` and the value's
@@ -153,13 +155,6 @@ let utcTextMinute = '';
 function utcInSameMinute(text: string, offsetAt: number): string | null {
   const length = offsetAt - 17;
   if (length !== 2 && !(length >= 4 && length <= 9 && text.charCodeAt(19) === 0x2e)) return null;
-  if (utcTextMinute !== lastUtcMinute) {
-    utcText.write(lastUtcMinute, 0, 'latin1');
-    utcText[16] = 0x3a; // :
-    utcText[19] = 0x2e; // .
-    utcText[26] = 0x5a; // Z
-    utcTextMinute = lastUtcMinute;
-  }
   for (let i = 0; i < 2; i++) {
     const c = text.charCodeAt(17 + i);
     if (c < 0x30 || c > 0x39) return null;
