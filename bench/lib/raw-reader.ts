@@ -8,6 +8,7 @@
  * that does no work.
  */
 import pg from 'pg';
+import { interceptCopyData, type DataStream } from '../../src/source/copy-data.js';
 import { formatLsn, standbyStatusUpdate } from './subject.js';
 
 export interface RawDrainResult {
@@ -22,6 +23,7 @@ export interface RawDrainResult {
 }
 
 interface ConnectionInternals {
+  stream: DataStream;
   on(event: 'copyData', listener: (message: { chunk: Buffer }) => void): void;
   sendCopyFromChunk(chunk: Buffer): void;
 }
@@ -48,22 +50,24 @@ export async function drainRaw(
   let flushed = 0n;
   let finish: (() => void) | undefined;
   const done = new Promise<void>((resolve) => (finish = resolve));
-  internals.on('copyData', ({ chunk }) => {
-    bytes += chunk.length;
-    if (chunk[0] === 0x77 /* w */) {
-      if (chunk[25] === 0x43 /* C: commit = tag(1) flags(1) commitLsn(8) endLsn(8) time(8) */) {
+  const onCopyData = (chunk: Buffer, start: number, end: number) => {
+    bytes += end - start;
+    if (chunk[start] === 0x77 /* w */) {
+      if (chunk[start + 25] === 0x43 /* C: commit = tag(1) flags(1) commitLsn(8) endLsn(8) time(8) */) {
         transactions += 1;
-        lastEnd = chunk.readBigUInt64BE(25 + 1 + 1 + 8);
+        lastEnd = chunk.readBigUInt64BE(start + 25 + 1 + 1 + 8);
         if (transactions === markAt) {
           markSeconds = Number(process.hrtime.bigint() - started) / 1e9;
           markLsn = lastEnd;
         }
         if (transactions >= expectedTransactions) finish?.();
       }
-    } else if (chunk[0] === 0x6b /* k */ && chunk.readUInt8(17) === 1) {
+    } else if (chunk[start] === 0x6b /* k */ && chunk[start + 17] === 1) {
       internals.sendCopyFromChunk(standbyStatusUpdate(formatLsn(flushed), false));
     }
-  });
+  };
+  // Received the way the assembler receives (src/source/copy-data.ts: off the socket, in place), else through pg's events.
+  if (!interceptCopyData(internals.stream, onCopyData)) internals.on('copyData', ({ chunk }) => onCopyData(chunk, 0, chunk.length));
   const streaming = client
     .query(`START_REPLICATION SLOT "${slot}" LOGICAL 0/0 (proto_version '2', publication_names '"${publication}"', streaming 'on')`)
     .catch(() => undefined);

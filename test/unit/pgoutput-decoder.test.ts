@@ -142,6 +142,28 @@ describe('decodePgoutput: every message kind round-trips through the encoder', (
     expect(() => decodePgoutputAt(Buffer.alloc(25), 25, false)).toThrow(/empty/);
   });
 
+  it('in place with an end: messages followed by other bytes decode alike, and a truncated one does not read past its end', () => {
+    // A socket chunk: header, message, then the next message's bytes (here: a whole valid Insert).
+    const next = encodePgoutput({ tag: 'insert', xid: undefined, relationId: 1, newTuple: [{ kind: 'text', value: 'next message' }] });
+    for (const message of plain) {
+      const payload = encodePgoutput(message);
+      expect(decodePgoutputAt(Buffer.concat([inChunk(payload), next]), 25, false, 25 + payload.length)).toEqual(message);
+    }
+    const errorOf = (payload: Buffer, end?: number) => {
+      try {
+        decodePgoutputAt(end === undefined ? payload : Buffer.concat([inChunk(payload), next]), end === undefined ? 0 : 25, false, end);
+      } catch (error) {
+        return [(error as PgoutputDecodeError).message, (error as PgoutputDecodeError).details];
+      }
+      throw new Error('no error');
+    };
+    // Truncated column value, truncated kind, unterminated string (the next bytes hold a 0), nothing.
+    for (const bad of ['49 00004001 4e 0001 74 00000005 41', '49 00004001 4e 0001', '52 00004001 7075626c6963', '42 0000']) {
+      expect(errorOf(hex(bad), 25 + hex(bad).length)).toEqual(errorOf(hex(bad)));
+    }
+    expect(() => decodePgoutputAt(Buffer.concat([Buffer.alloc(25), next]), 25, false, 25)).toThrow(/empty/);
+  });
+
   const streamed: PgoutputMessage[] = [
     { tag: 'relation', xid: 78, relationId: 16384, schema: 'public', name: 'invoice', replicaIdentity: 'full', columns: [{ flags: 1, name: 'id', typeOid: 20, typeModifier: -1 }] },
     { tag: 'type', xid: 78, typeOid: 90000, schema: 'public', name: 'invoice_status' },

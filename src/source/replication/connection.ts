@@ -9,6 +9,7 @@
 import pg from 'pg';
 import { createPgoutputDecoder, type PgoutputDecoder } from '../pgoutput/decoder.js';
 import { connectSource } from '../connect-source.js';
+import { interceptCopyData } from '../copy-data.js';
 import { formatLsn, parseLsn } from '../position.js';
 import { ReplicationError, SlotActiveError, slotActivePid, toError, type SlotHolder } from './errors.js';
 import { createStandbyFeedback, type ShutdownPingDetector } from './feedback.js';
@@ -190,18 +191,19 @@ export function openReplicationConnection(ctx: ConnectionContext): ReplicationCo
     c.on('end', () => endSession());
   }
 
-  function onCopyData(chunk: Buffer, decoder: PgoutputDecoder): void {
-    const kind = chunk[0];
+  /** One CopyData message: bytes `start` … `end - 1` of `chunk`. */
+  function onCopyData(chunk: Buffer, start: number, end: number, decoder: PgoutputDecoder): void {
+    const kind = chunk[start];
     if (kind === XLOG_DATA) {
-      const walStart = chunk.readBigUInt64BE(1);
-      const walEnd = chunk.readBigUInt64BE(9);
+      const walStart = chunk.readBigUInt64BE(start + 1);
+      const walEnd = chunk.readBigUInt64BE(start + 9);
       // The payload decoded in place (no view of it per message).
-      const message = decoder.decodeAt(chunk, XLOG_DATA_HEADER_BYTES);
+      const message = decoder.decodeAt(chunk, start + XLOG_DATA_HEADER_BYTES, end);
       if (walEnd > positions.received) positions.received = walEnd;
       if (walStart > positions.received) positions.received = walStart;
-      options.onMessage(message, walStart, chunk.length - XLOG_DATA_HEADER_BYTES);
+      options.onMessage(message, walStart, end - start - XLOG_DATA_HEADER_BYTES);
     } else if (kind === PRIMARY_KEEPALIVE) {
-      feedback.keepalive(chunk.readBigUInt64BE(1), chunk.readUInt8(17) === 1);
+      feedback.keepalive(chunk.readBigUInt64BE(start + 1), chunk[start + 17] === 1);
     }
     // Other CopyData kinds do not exist in the protocol for the primary's side; ignore them.
   }
@@ -223,16 +225,19 @@ export function openReplicationConnection(ctx: ConnectionContext): ReplicationCo
     };
   }
 
+  /** Called right before START_REPLICATION is sent: pg's parser holds nothing of an earlier reply. */
   function listen(connection: ClientInternals['connection']): void {
     const decoder = createPgoutputDecoder();
-    connection.on('copyData', ({ chunk }) => {
+    const handle = (chunk: Buffer, start: number, end: number): void => {
       if (ctx.isStopped()) return;
       try {
-        onCopyData(chunk, decoder);
+        onCopyData(chunk, start, end, decoder);
       } catch (error) {
         ctx.onFatal(toError(error));
       }
-    });
+    };
+    // The CopyData messages straight off the socket (copy-data.ts); pg's own events where that cannot be set up.
+    if (!interceptCopyData(connection.stream, handle)) connection.on('copyData', ({ chunk }) => handle(chunk, 0, chunk.length));
     yieldEvery(connection.stream, ctx);
     connection.once('replicationStart', () => {
       ctx.onStreaming();

@@ -12,6 +12,7 @@
  * than `highWaterRows` rows wait to be consumed (TCP back-pressure reaches the server).
  */
 import type pg from 'pg';
+import { interceptCopyData, type DataStream } from '../copy-data.js';
 
 const BACKSLASH = 0x5c;
 
@@ -88,8 +89,11 @@ export interface CopyOutOptions {
 
 interface Connection {
   query(text: string): void;
-  stream: { pause(): void; resume(): void };
+  stream: DataStream & { pause(): void; resume(): void };
 }
+
+/** `Buffer#utf8Slice`, what `toString('utf8', start, end)` calls after checking its arguments (see pgoutput/decoder.ts). */
+const utf8Slice = (Buffer.prototype as unknown as { utf8Slice?: (this: Buffer, start: number, end: number) => string }).utf8Slice;
 
 /**
  * Runs `COPY (…) TO STDOUT` (text format) on `client` and yields its rows, parsed into text
@@ -112,22 +116,28 @@ export async function* copyOut(client: pg.ClientBase, sql: string, options: Copy
     w?.();
   };
 
+  /** One row: a CopyData message's bytes `start` … `end - 1` of `chunk`. */
+  const onRow = (chunk: Buffer, start: number, end: number): void => {
+    // A row ends with '\n'; an empty message would be a protocol oddity, skip it.
+    if (end <= start || (end === start + 1 && chunk[start] === BACKSLASH)) return;
+    queue.push(parseCopyTextLine(utf8Slice !== undefined ? utf8Slice.call(chunk, start, end) : chunk.toString('utf8', start, end)));
+    if (queue.length >= highWater && !paused && connection) {
+      paused = true;
+      connection.stream.pause();
+    }
+    if (queue.length >= batchRows) signal();
+  };
+
   const submittable = {
     text: sql,
     submit(con: Connection) {
       connection = con;
+      // The rows straight off the socket (copy-data.ts); where that cannot be set up pg calls handleCopyData.
+      interceptCopyData(con.stream, onRow);
       con.query(sql);
     },
     handleCopyData(msg: { chunk: Buffer }) {
-      const chunk = msg.chunk;
-      // A row ends with '\n'; an empty chunk would be a protocol oddity, skip it.
-      if (chunk.length === 0 || (chunk.length === 1 && chunk[0] === BACKSLASH)) return;
-      queue.push(parseCopyTextLine(chunk.toString('utf8')));
-      if (queue.length >= highWater && !paused && connection) {
-        paused = true;
-        connection.stream.pause();
-      }
-      if (queue.length >= batchRows) signal();
+      onRow(msg.chunk, 0, msg.chunk.length);
     },
     handleCommandComplete() {},
     handleRowDescription() {},
