@@ -4,6 +4,7 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { Parser } from 'pg-protocol/dist/parser.js';
+import { createPrng } from '../../examples/invoicing/workload.js';
 import { interceptCopyData } from '../../src/source/copy-data.js';
 
 function message(type: string, body: Buffer): Buffer {
@@ -19,18 +20,6 @@ const notice = (text: string) => message('N', Buffer.concat([Buffer.from(`M${tex
 const copyDone = () => message('c', Buffer.alloc(0));
 const commandComplete = (tag: string) => message('C', Buffer.from(`${tag}\0`, 'latin1'));
 const readyForQuery = () => message('Z', Buffer.from('I', 'latin1'));
-
-/** A deterministic PRNG (mulberry32). */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** `bytes` cut into chunks: at every offset in `at`, else of random lengths (1 byte … 3 × 64 KiB). */
 function cut(bytes: Buffer, next: () => number, at?: number[]): Buffer[] {
@@ -86,7 +75,7 @@ describe('interceptCopyData', () => {
 
   it('delivers every message in order, whatever the chunks, and hands back at ReadyForQuery', () => {
     const cases: Buffer[][] = [[wire], cut(wire, () => 0, Array.from({ length: wire.length }, (_, i) => i + 1).filter((i) => i < 2000 || i % 997 === 0))];
-    for (let seed = 1; seed <= 40; seed++) cases.push(cut(wire, random(seed)));
+    for (let seed = 1; seed <= 40; seed++) cases.push(cut(wire, createPrng(seed)));
     // Cuts at each byte of a message header, and right before and after ReadyForQuery.
     const zAt = wire.length - Buffer.concat(after.slice(2)).length;
     for (const k of [1, 2, 3, 4, 5, 6]) cases.push(cut(wire, () => 0, [k, 7 + k, zAt - 1, zAt, zAt + 1, zAt + 6]));
