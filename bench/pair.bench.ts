@@ -15,8 +15,9 @@
 // per run: seconds, CPU µs per transaction (row) of the run's process and of the server process, and
 // the run's GCs; per pair B ÷ A of the run's CPU per unit, as measured and divided by the
 // server's (whose code and work are the same in both runs of a pair, so its CPU per unit gauges the
-// machine's speed at that moment); then the medians of both with their spread. Prints only;
-// record figures by hand.
+// machine's speed at that moment — unless the change alters what the server is sent, e.g. the
+// snapshot's chunk size: then compare the CPU of both processes together, also printed); then the
+// medians with their spread. Prints only; record figures by hand.
 import { spawn } from 'node:child_process';
 import os from 'node:os';
 import { startEmbeddedPostgres } from '../src/testing/postgres.js';
@@ -101,7 +102,7 @@ try {
     }
     runs.push(pair);
     const [a, b] = pair as [Run, Run];
-    log(`round ${round + 1}: B ÷ A CPU per unit ${(b.bench / b.units / (a.bench / a.units)).toFixed(3)}, against the server's ${(b.bench / b.server / (a.bench / a.server)).toFixed(3)}; seconds ${(b.seconds / a.seconds).toFixed(3)}`);
+    log(`round ${round + 1}: B ÷ A CPU per unit ${(b.bench / b.units / (a.bench / a.units)).toFixed(3)}, against the server's ${(b.bench / b.server / (a.bench / a.server)).toFixed(3)}, with the server's ${((b.bench + b.server) / b.units / ((a.bench + a.server) / a.units)).toFixed(3)}; seconds ${(b.seconds / a.seconds).toFixed(3)}`);
   }
 } finally {
   await server.destroy();
@@ -122,8 +123,9 @@ const spread = (values: number[], digits = 3) => `${median(values).toFixed(digit
 const cpuRatio = counted.map(([a, b]) => b.bench / b.units / (a.bench / a.units));
 const gaugedRatio = counted.map(([a, b]) => b.bench / b.server / (a.bench / a.server));
 const secondsRatio = counted.map(([a, b]) => b.seconds / a.seconds);
+const totalRatio = counted.map(([a, b]) => (b.bench + b.server) / b.units / ((a.bench + a.server) / a.units));
 for (const [i, build] of builds.entries()) {
   const mine = counted.map((pair) => pair[i]!);
   log(`${build.label}: CPU µs per unit, bench ${spread(mine.map((r) => (r.bench * 1e6) / r.units), 1)}, server ${spread(mine.map((r) => (r.server * 1e6) / r.units), 1)}; per second ${spread(mine.map((r) => r.units / r.seconds), 0)}`);
 }
-log(`B ÷ A over ${counted.length} pairs, median (min–max): CPU per unit ${spread(cpuRatio)}; against the server's ${spread(gaugedRatio)}; seconds ${spread(secondsRatio)}; B lower in ${cpuRatio.filter((r) => r < 1).length} of ${counted.length} pairs (CPU), ${gaugedRatio.filter((r) => r < 1).length} (against the server)`);
+log(`B ÷ A over ${counted.length} pairs, median (min–max): CPU per unit ${spread(cpuRatio)}; against the server's ${spread(gaugedRatio)}; with the server's (both processes' CPU per unit) ${spread(totalRatio)}; seconds ${spread(secondsRatio)}; B lower in ${cpuRatio.filter((r) => r < 1).length} of ${counted.length} pairs (CPU), ${gaugedRatio.filter((r) => r < 1).length} (against the server)`);
