@@ -181,9 +181,8 @@ function writeEntries(buffer: Buffer, o: number, entries: readonly (Uint8Array |
   for (let i = 0; i < entries.length; i += 2) {
     const bytes = entries[i] as Uint8Array;
     const value = entries[i + 1] as string | null;
-    // Bytes encoded before (a whole entry, or a key field) go in with `set` (a memmove): a loop of
-    // byte stores took a quarter more of an event's encoding (1,671 against 1,217 ns per event of
-    // 15 properties, .tmp micro-benchmark, bench/results/2026-12-07-copy-data.md).
+    // Bytes encoded before (a whole entry, or a key field) go in with `set` (a memmove): with a loop
+    // of byte stores an event's record took 2,000 ns instead of 1,396 (bench/record-encoding.bench.ts).
     if (value === null) {
       buffer.set(bytes, o);
       o += bytes.length;
