@@ -127,8 +127,7 @@ export function decodeTimestamptz(text: string): string {
     if (m !== null) {
       lastTzMinute = text.slice(0, 16);
       lastTzOffset = m[0];
-      lastUtcMinute = result.slice(0, 16);
-      utcText.write(lastUtcMinute, 0, 'latin1');
+      utcText.write(result, 0, 16, 'latin1'); // the UTC minute, for the next value in this one
     }
   }
   return result;
@@ -136,17 +135,16 @@ export function decodeTimestamptz(text: string): string {
 
 let lastTzMinute = '';
 let lastTzOffset = '';
-let lastUtcMinute = '';
 const TZ_OFFSET_RE = /[+-]\d\d(?::\d\d)?$/;
 
 /**
- * `YYYY-MM-DDTHH:MM:SS.ffffffZ` laid out byte by byte: `lastUtcMinute` written when it is set, the
- * separators once, the seconds and fraction per value.
+ * `YYYY-MM-DDTHH:MM:SS.ffffffZ` laid out byte by byte: the UTC minute of the last value that went
+ * the slow way written with it, the separators once, the seconds and fraction per value.
  */
 const utcText = Buffer.from('0000-00-00T00:00:00.000000Z', 'latin1');
 
 /**
- * The UTC text of a value in the minute of the previous one: `lastUtcMinute` and the value's
+ * The UTC text of a value in the minute of the previous one: that minute (in `utcText`) and the value's
  * `SS[.f…]` (at 17 up to `offsetAt`), laid out in one buffer and read as one string — a template of
  * slices made ≈ 280 bytes of garbage per value (an allocation profile of a snapshot,
  * bench/results/2026-12-07-save-ahead.md). `null` when the seconds are not `SS` or `SS.` with one to
