@@ -13,6 +13,7 @@
  */
 import type pg from 'pg';
 import { interceptCopyData, type DataStream } from '../copy-data.js';
+import { utf8Text } from '../utf8-text.js';
 
 const BACKSLASH = 0x5c;
 
@@ -92,9 +93,6 @@ interface Connection {
   stream: DataStream & { pause(): void; resume(): void };
 }
 
-/** `Buffer#utf8Slice`, what `toString('utf8', start, end)` calls after checking its arguments (see pgoutput/decoder.ts). */
-const utf8Slice = (Buffer.prototype as unknown as { utf8Slice?: (this: Buffer, start: number, end: number) => string }).utf8Slice;
-
 /**
  * Runs `COPY (…) TO STDOUT` (text format) on `client` and yields its rows, parsed into text
  * fields, in batches. The client must not be used for anything else until the iterator ends.
@@ -120,7 +118,7 @@ export async function* copyOut(client: pg.ClientBase, sql: string, options: Copy
   const onRow = (chunk: Buffer, start: number, end: number): void => {
     // A row ends with '\n'; an empty message would be a protocol oddity, skip it.
     if (end <= start || (end === start + 1 && chunk[start] === BACKSLASH)) return;
-    queue.push(parseCopyTextLine(utf8Slice !== undefined ? utf8Slice.call(chunk, start, end) : chunk.toString('utf8', start, end)));
+    queue.push(parseCopyTextLine(utf8Text(chunk, start, end)));
     if (queue.length >= highWater && !paused && connection) {
       paused = true;
       connection.stream.pause();
