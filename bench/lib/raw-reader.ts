@@ -8,7 +8,7 @@
  * that does no work.
  */
 import pg from 'pg';
-import { interceptCopyData, type DataStream } from '../../src/source/copy-data.js';
+import { listenCopyData, type DataStream } from '../../src/source/copy-data.js';
 import { formatLsn, standbyStatusUpdate } from './subject.js';
 
 export interface RawDrainResult {
@@ -67,7 +67,7 @@ export async function drainRaw(
     }
   };
   // Received the way the assembler receives (src/source/copy-data.ts: off the socket, in place), else through pg's events.
-  if (!interceptCopyData(internals.stream, onCopyData)) internals.on('copyData', ({ chunk }) => onCopyData(chunk, 0, chunk.length));
+  listenCopyData(internals, onCopyData);
   const streaming = client
     .query(`START_REPLICATION SLOT "${slot}" LOGICAL 0/0 (proto_version '2', publication_names '"${publication}"', streaming 'on')`)
     .catch(() => undefined);

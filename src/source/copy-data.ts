@@ -43,6 +43,17 @@ const READY_FOR_QUERY = 0x5a; // 'Z'
 const HEADER = 5; // type(1) + length(4), the length counting itself
 
 /**
+ * CopyData messages of a pg `Connection` (its `stream` and its events) to `onCopyData`: off the
+ * socket while {@link interceptCopyData} can take it, else from pg's `copyData` events.
+ */
+export function listenCopyData(
+  connection: { readonly stream: DataStream; on(event: 'copyData', listener: (message: { chunk: Buffer }) => void): unknown },
+  onCopyData: CopyDataHandler,
+): void {
+  if (!interceptCopyData(connection.stream, onCopyData)) connection.on('copyData', ({ chunk }) => onCopyData(chunk, 0, chunk.length));
+}
+
+/**
  * Takes CopyData messages off `stream` (a pg `Connection`'s `stream`) until the next
  * ReadyForQuery. Returns null — and changes nothing — unless pg's parser is the stream's only
  * `data` listener (then the caller keeps listening to pg's `copyData` events).
@@ -97,7 +108,10 @@ export function interceptCopyData(stream: DataStream, onCopyData: CopyDataHandle
       o = end;
     }
     if (other >= 0) pgParser(chunk.subarray(other, o));
-    if (o < chunk.length) hold(chunk.subarray(o));
+    if (o < chunk.length) {
+      hold(chunk.subarray(o));
+      if (partialBytes >= HEADER) partialNeed = 1 + Math.max(4, chunk.readInt32BE(o + 1));
+    }
   }
 
   function hold(bytes: Buffer): void {
@@ -108,12 +122,8 @@ export function interceptCopyData(stream: DataStream, onCopyData: CopyDataHandle
   /** Completes the message begun in an earlier chunk from `chunk`'s first bytes; returns the offset after them, or -1 when `chunk` did not finish it. */
   function complete(chunk: Buffer): number {
     let offset = 0;
-    if (partialNeed === 0 && partialBytes >= HEADER) {
-      const first = partial.length === 1 ? partial[0]! : Buffer.concat(partial, partialBytes);
-      partial = [first];
-      partialNeed = 1 + Math.max(4, first.readInt32BE(1));
-    }
     if (partialNeed === 0) {
+      // The header itself was cut: complete it first.
       const missing = HEADER - partialBytes;
       if (chunk.length < missing) {
         hold(chunk);
@@ -139,10 +149,6 @@ export function interceptCopyData(stream: DataStream, onCopyData: CopyDataHandle
   }
 
   function onData(chunk: Buffer): void {
-    if (released) {
-      pgParser(chunk);
-      return;
-    }
     const offset = partialBytes === 0 ? 0 : complete(chunk);
     if (offset < 0 || offset >= chunk.length) return;
     if (released) pgParser(chunk.subarray(offset));

@@ -9,7 +9,7 @@
 import pg from 'pg';
 import { createPgoutputDecoder, type PgoutputDecoder } from '../pgoutput/decoder.js';
 import { connectSource } from '../connect-source.js';
-import { interceptCopyData } from '../copy-data.js';
+import { listenCopyData } from '../copy-data.js';
 import { formatLsn, parseLsn } from '../position.js';
 import { ReplicationError, SlotActiveError, slotActivePid, toError, type SlotHolder } from './errors.js';
 import { createStandbyFeedback, type ShutdownPingDetector } from './feedback.js';
@@ -237,7 +237,7 @@ export function openReplicationConnection(ctx: ConnectionContext): ReplicationCo
       }
     };
     // The CopyData messages straight off the socket (copy-data.ts); pg's own events where that cannot be set up.
-    if (!interceptCopyData(connection.stream, handle)) connection.on('copyData', ({ chunk }) => handle(chunk, 0, chunk.length));
+    listenCopyData(connection, handle);
     yieldEvery(connection.stream, ctx);
     connection.once('replicationStart', () => {
       ctx.onStreaming();
