@@ -25,6 +25,7 @@ import { describeGc } from './lib/gc-watch.js';
 import { createBenchDatabase, PUBLICATION, writeInvoicesBulk } from './lib/invoicing-db.js';
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
 import type { PairJob, PairResult } from './lib/pair-child.js';
+import { pairBuilds } from './lib/pair-builds.js';
 import { drainRaw } from './lib/raw-reader.js';
 
 const KIND = process.env.EA_BENCH_PAIR_KIND ?? 'stream';
@@ -32,11 +33,7 @@ const ROUNDS = Math.max(2, Number(process.env.EA_BENCH_ROUNDS ?? 8));
 const N = Number(process.env.EA_BENCH_TRANSACTIONS ?? 50_000);
 const ROWS = Number(process.env.EA_BENCH_SNAPSHOT_ROWS ?? 200_000);
 if (KIND !== 'stream' && KIND !== 'snapshot') throw new Error(`EA_BENCH_PAIR_KIND: "${KIND}" — stream or snapshot`);
-const builds = (process.env.EA_BENCH_PAIR ?? '').split(',').filter(Boolean).map((entry) => {
-  const [label, dir] = entry.includes('=') ? entry.split('=') : [entry, entry];
-  return { label: label!, dir: dir! };
-});
-if (builds.length !== 2) throw new Error('EA_BENCH_PAIR: two builds, label=dir,label=dir (dirs from the repository root, e.g. base=.tmp/bench-base,new=.tmp/bench-build)');
+const builds = pairBuilds();
 /** The CLI's flags (see Deployment in the README), as `npm run bench:snapshot` runs the assembler. */
 const CHILD_FLAGS = ['--max-semi-space-size=64', '--min-semi-space-size=64', '--heap-growing-percent=100', '--import', './bin/main-thread-heap.js', '--import', 'tsx'];
 

@@ -6,12 +6,9 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type * as V2Append from '../src/sink/v2-append.js';
+import { pairBuilds } from './lib/pair-builds.js';
 
-const builds = (process.env.EA_BENCH_PAIR ?? '').split(',').filter(Boolean).map((entry) => {
-  const [label, dir] = entry.includes('=') ? entry.split('=') : [entry, entry];
-  return { label: label!, dir: dir! };
-});
-if (builds.length !== 2) throw new Error('EA_BENCH_PAIR: two builds, label=dir,label=dir (tsc -p tsconfig.build.json outputs)');
+const builds = pairBuilds();
 const modules = await Promise.all(builds.map(async (b) => (await import(pathToFileURL(path.resolve(b.dir, 'sink/v2-append.js')).href)) as typeof V2Append));
 
 const data = JSON.stringify({
