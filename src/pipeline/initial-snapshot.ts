@@ -4,17 +4,22 @@
  * captured table read at it in chunks and made durable, progress saved after each chunk so an
  * interrupted snapshot resumes; once complete, its consistent point is recorded as a checkpoint.
  *
- * Two chunks are in flight at a time: chunk k is pinned and queued while chunk k-1 is still being
- * appended. One progress record per chunk carries, before chunk k's first append, the pins of
- * k-1 and k and the progress of every chunk before them that is durable; a chunk's pins leave
- * with the record that records its progress (the first record not to list them is the one that
- * covers them, so no save ever holds neither).
+ * Chunks are pinned one ahead: when chunk k+1 is read, its records get their positions and the
+ * progress record that pins them is sent at once; then chunk k — pinned by the record sent a chunk
+ * earlier — is mapped and queued, while chunk k-1 is still being appended. So a chunk's save goes
+ * to the destination ahead of the previous chunk's appends, and is durable by the time the chunk
+ * is queued: neither side waits for the other (bench/results/2026-12-07-pin-ahead.md). One progress
+ * record per chunk carries the pins of every chunk read and not yet covered (k-1, k, k+1) and the
+ * progress of every chunk before them that is durable; a chunk's pins leave with the record that
+ * records its progress (the first record not to list them is the one that covers them, so no save
+ * ever holds neither).
  * A restart finds every record handed to the sink either covered by the progress or pinned.
  */
 import { initialChunkRows } from '../config/schema.js';
 import { EventAssemblerError } from '../errors.js';
 import { createSlotWithSnapshot, isSnapshotFinished, newSnapshotProgress, readInitialSnapshot, updateTable, type SnapshotBatch, type SnapshotDecision, type SnapshotProgress } from '../source/snapshot/index.js';
 import { mapWhileSaving, pinKeyOf, pinRecords, queueSnapshotRecords, saveSnapshotProgress, type SnapshotDeps, type SnapshotState } from './snapshot-state.js';
+import type { PinnedPosition } from './snapshot-store.js';
 import { dropSlot, identifySystem, slotState } from './source-queries.js';
 import { canonicalKey } from '../mapping/index.js';
 
@@ -37,6 +42,8 @@ export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: Snap
     await saveSnapshotProgress(state, progress);
     state.info = { ...state.info!, consistentPoint: exported.consistentPoint };
     log.info('snapshot: slot created with an exported snapshot; reading captured tables', { slot: exported.slot, consistentPoint: exported.consistentPoint, generation, tables, parallelism: config.snapshot.parallelism });
+    /** The chunk read and pinned last (its save sent): handed to the sink when the next one is read. */
+    let pending: PinnedChunk | null = null;
     /** The chunk handed to the sink before the current one: its progress is recorded once it is durable. */
     let previous: InFlightChunk | null = null;
     /** Pin keys of durable chunks whose progress the next save records (and drops the pins with). */
@@ -47,6 +54,12 @@ export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: Snap
       for (const key of chunk.keys) covered.push(key);
       if (chunk.batch.tableDone) log.info('snapshot: table done', { table: chunk.batch.table, rows: chunk.batch.rowsDone, generation });
     };
+    /** Maps and queues `chunk`, then waits for `before` (the chunk queued before it) to be durable. */
+    const handOverNext = async (chunk: PinnedChunk, before: InFlightChunk | null): Promise<InFlightChunk> => {
+      const current = await handOver(state, deps, chunk, systemId);
+      if (before) await landed(before);
+      return current;
+    };
     try {
       for await (const batch of readInitialSnapshot({
         connection: config.source.connection, snapshotName: exported.snapshotName, tables, snapshotGeneration: generation,
@@ -54,12 +67,12 @@ export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: Snap
         snapshotKind: 'initial',
       })) {
         if (control.stopRequested) break;
-        const current = await handOver(state, deps, batch, progress, covered, exported.consistentPoint, systemId);
-        if (current.saved) covered = [];
-        const last: InFlightChunk | null = previous;
-        previous = current;
-        if (last) await landed(last);
+        const next = pinChunk(state, batch, progress, covered, exported.consistentPoint);
+        if (next.saving) covered = [];
+        if (pending) previous = await handOverNext(pending, previous);
+        pending = next;
       }
+      if (pending && !control.stopRequested) previous = await handOverNext(pending, previous);
       if (previous) {
         const last: InFlightChunk = previous;
         previous = null;
@@ -67,6 +80,7 @@ export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: Snap
         await saveSnapshotProgress(state, progress, covered);
       }
     } finally {
+      pending?.saving?.catch(() => undefined);
       previous?.durable.catch(() => undefined);
     }
     if (isSnapshotFinished(progress)) {
@@ -81,29 +95,45 @@ export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: Snap
   }
 }
 
+/** A chunk whose records have their positions, and the save that pins them sent (`null`: a chunk without records, nothing to save). */
+interface PinnedChunk {
+  readonly batch: SnapshotBatch;
+  readonly keys: readonly string[];
+  readonly keyTexts: readonly string[];
+  readonly positions: readonly PinnedPosition[];
+  readonly saving: Promise<void> | null;
+}
+
 interface InFlightChunk {
   readonly batch: SnapshotBatch;
   /** The records' pin keys (snapshot-state.ts `pinKey`). */
   readonly keys: readonly string[];
   readonly durable: Promise<void>;
-  /** Its hand-over saved a progress record (not for a chunk without records). */
-  readonly saved: boolean;
 }
 
 /**
- * Pins the chunk's records, saves them with `progress` (and every pin still held: the chunk
- * before, in flight; less the `covered` ones, whose records `progress` covers) before any of
- * them is appended — mapping them meanwhile — and queues them. Resolves once queued.
+ * Pins the chunk's records and sends the save that records their positions — with `progress`
+ * and every pin still held (the chunks before, in flight), less the `covered` ones, whose records
+ * `progress` covers. Nothing of the chunk is appended before that save is durable ({@link handOver}).
  */
-async function handOver(state: SnapshotState, deps: SnapshotDeps, batch: SnapshotBatch, progress: SnapshotProgress, covered: readonly string[], lsn: string, systemId: string): Promise<InFlightChunk> {
-  if (batch.records.length === 0) return { batch, keys: [], durable: Promise.resolve(), saved: false };
+function pinChunk(state: SnapshotState, batch: SnapshotBatch, progress: SnapshotProgress, covered: readonly string[], lsn: string): PinnedChunk {
+  if (batch.records.length === 0) return { batch, keys: [], keyTexts: [], positions: [], saving: null };
   const keyTexts = batch.records.map((record) => canonicalKey(record.change.key));
   const keys = batch.records.map((record, i) => pinKeyOf(record, keyTexts[i]!));
   const positions = pinRecords(state, keys, lsn);
-  const mapped = await mapWhileSaving(deps, saveSnapshotProgress(state, progress, covered), batch.records, 'initial', systemId);
+  const saving = saveSnapshotProgress(state, progress, covered);
+  saving.catch(() => undefined); // awaited when the chunk is handed over
+  return { batch, keys, keyTexts, positions, saving };
+}
+
+/** Maps the chunk's records while the save that pins them completes, then queues them. Resolves once queued. */
+async function handOver(state: SnapshotState, deps: SnapshotDeps, chunk: PinnedChunk, systemId: string): Promise<InFlightChunk> {
+  const { batch, keys, keyTexts, positions, saving } = chunk;
+  if (saving === null) return { batch, keys, durable: Promise.resolve() };
+  const mapped = await mapWhileSaving(deps, saving, batch.records, 'initial', systemId);
   const queued = await queueSnapshotRecords(state, deps, { records: batch.records, positions, keys, keyTexts, systemId, kind: 'initial', unpin: false, mapped });
   queued.durable.catch(() => undefined); // awaited when the next chunk has been handed over
-  return { batch, keys, durable: queued.durable, saved: true };
+  return { batch, keys, durable: queued.durable };
 }
 
 /** The progress once `batch` is durable. */
