@@ -227,3 +227,52 @@ describe('interrupted initial snapshot (SIGKILL via the CLI) and initial_only', 
     expect(rig.businessStreams()).toHaveLength(40);
   }, 60_000);
 });
+
+describe('initial snapshot, two tables read in parallel in chunks of 5', () => {
+  let rig: PipelineRig;
+  beforeAll(async () => {
+    rig = await createPipelineRig('snapp', { slots: 1 });
+    await dropRigSlot(rig);
+  });
+  afterAll(async () => {
+    await rig?.close();
+  });
+
+  it('every record was pinned by the last progress record before it (pins go one chunk ahead), and every row is one event', async () => {
+    await seed(rig, 240, 'p');
+    const a = createAssembler(rig.config({ snapshot: { mode: 'initial', chunkSize: 5, parallelism: 2 } }), { logger: rig.logger() });
+    const running = a.run();
+    running.catch(() => undefined);
+    try {
+      await rig.until(() => expect(a.status().snapshot?.finished).toBe(true), 60_000);
+      await rig.until(() => expect(a.status().transactions.inFlight).toBe(0));
+    } finally {
+      await a.stop();
+    }
+    const summary = await running;
+    expect(summary.snapshot).toMatchObject({ finished: true, events: 240 });
+
+    // Each progress record's pins, as `table \0 key` → `lsn/sequence`, in destination order.
+    const saves = rig.kdb.readStreamEvents('event-assembler.snapshot-snapp').map((e) => {
+      const data = JSON.parse(Buffer.from(e.data).toString('utf8')) as { pinnedRuns?: [string, string, number, string[]][] };
+      const pins = new Map<string, string>();
+      for (const [table, lsn, first, keys] of data.pinnedRuns ?? []) keys.forEach((key, i) => pins.set(`${table}\u0000${key}`, `${lsn}/${first + i}`));
+      return { position: e.position, pins };
+    });
+    expect(saves.length).toBeGreaterThan(240 / 5);
+    const records = rig.businessStreams().flatMap((stream) => rig.kdb.readStreamEvents(stream));
+    const snapshotRecords = records.map((e) => ({ position: e.position, receipt: receiptFromMetadata(JSON.parse(Buffer.from(e.metadata).toString('utf8')) as Record<string, string>) }));
+    expect(snapshotRecords).toHaveLength(240);
+    const unpinned: string[] = [];
+    for (const { position, receipt } of snapshotRecords) {
+      if (receipt?.kind !== 'snapshot') throw new Error(`not a snapshot receipt: ${JSON.stringify(receipt)}`);
+      const before = saves.filter((s) => s.position < position).at(-1);
+      const pinned = before?.pins.get(`${receipt.table}\u0000${receipt.key}`);
+      if (pinned !== `${receipt.lsn}/${receipt.sequence}`) unpinned.push(`${receipt.table} ${receipt.key} at ${receipt.lsn}/${receipt.sequence}: ${pinned ?? 'not pinned'}`);
+    }
+    expect(unpinned).toEqual([]);
+    // The last record covers everything: no pins left.
+    expect(saves.at(-1)!.pins.size).toBe(0);
+    expect(new Set(rig.businessStreams().filter((s) => s.startsWith('invoice-'))).size).toBe(240);
+  }, 90_000);
+});
