@@ -110,7 +110,11 @@ export interface FailurePolicyConfig {
 }
 
 export interface LimitsConfig {
-  /** Transactions received and not yet durable before reading pauses (backpressure). Default: 1000. */
+  /**
+   * Transactions received and not yet durable before reading pauses (backpressure). Default: 4000
+   * (1000 until 2026-12-07: it paused reading while four append calls of ≈ 200 were in flight,
+   * bench/results/2026-12-07-in-flight.md).
+   */
   readonly maxInFlightTransactions?: number;
   /** pgoutput bytes received and not yet durable before reading pauses. Default: 64 MiB. */
   readonly maxInFlightBytes?: number;
@@ -320,7 +324,7 @@ const configSchema = z
       .default({ contractViolation: 'halt' }),
     limits: z
       .object({
-        maxInFlightTransactions: positiveInt.default(1000),
+        maxInFlightTransactions: positiveInt.default(4000),
         maxInFlightBytes: positiveInt.default(64 * MiB),
         memoryLimitBytes: positiveInt.default(64 * MiB),
         maxConcurrentAppends: positiveInt.max(64).default(4),
@@ -329,7 +333,7 @@ const configSchema = z
         maxCachedStreams: positiveInt.default(100_000),
       })
       .strict()
-      .default({ maxInFlightTransactions: 1000, maxInFlightBytes: 64 * MiB, memoryLimitBytes: 64 * MiB, maxConcurrentAppends: 4, maxBatchTransactions: 512, maxBatchEvents: 2048, maxCachedStreams: 100_000 }),
+      .default({ maxInFlightTransactions: 4000, maxInFlightBytes: 64 * MiB, memoryLimitBytes: 64 * MiB, maxConcurrentAppends: 4, maxBatchTransactions: 512, maxBatchEvents: 2048, maxCachedStreams: 100_000 }),
     lifecycle: z
       .object({ drainTimeoutMs: positiveInt.default(10_000), startupTimeoutMs: positiveInt.optional() })
       .strict()

@@ -48,7 +48,7 @@ default-exports defineConfig({...}):
                  initial_only: snapshot, then exit 0.
                  Ad hoc snapshots of chosen tables: event-assembler snapshot --help
   failurePolicy  { contractViolation: 'halt' (default) | 'park' }
-  limits         { maxInFlightTransactions: 1000, maxInFlightBytes, memoryLimitBytes,
+  limits         { maxInFlightTransactions: 4000, maxInFlightBytes, memoryLimitBytes,
                    maxConcurrentAppends: 4, maxBatchTransactions: 512, maxBatchEvents: 2048,
                    maxCachedStreams: 100000 }
                  Group commit: transactions that wait while an append is in flight go
