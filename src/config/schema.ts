@@ -126,6 +126,12 @@ export interface LimitsConfig {
    */
   readonly maxConcurrentAppends?: number;
   /**
+   * The fewest transactions (or snapshot records) of a call that starts while another is in
+   * flight; a smaller batch waits for a call to end and grows meanwhile (a full call always may
+   * go). 1: any batch may start at once, as before 2026-12-07. Default: 64.
+   */
+  readonly minConcurrentBatch?: number;
+  /**
    * Group commit: the most source transactions (or snapshot records) one append call carries.
    * Transactions waiting while a call is in flight go together in the next one (one atomic
    * multi-stream append); at a low rate each goes alone. Default: 512.
@@ -251,6 +257,7 @@ export interface ResolvedConfig {
     readonly maxInFlightBytes: number;
     readonly memoryLimitBytes: number;
     readonly maxConcurrentAppends: number;
+    readonly minConcurrentBatch: number;
     readonly maxBatchTransactions: number;
     readonly maxBatchEvents: number;
     readonly maxCachedStreams: number;
@@ -328,12 +335,13 @@ const configSchema = z
         maxInFlightBytes: positiveInt.default(64 * MiB),
         memoryLimitBytes: positiveInt.default(64 * MiB),
         maxConcurrentAppends: positiveInt.max(64).default(4),
+        minConcurrentBatch: positiveInt.default(64),
         maxBatchTransactions: positiveInt.max(100_000).default(512),
         maxBatchEvents: positiveInt.max(1_000_000).default(2048),
         maxCachedStreams: positiveInt.default(100_000),
       })
       .strict()
-      .default({ maxInFlightTransactions: 4000, maxInFlightBytes: 64 * MiB, memoryLimitBytes: 64 * MiB, maxConcurrentAppends: 4, maxBatchTransactions: 512, maxBatchEvents: 2048, maxCachedStreams: 100_000 }),
+      .default({ maxInFlightTransactions: 4000, maxInFlightBytes: 64 * MiB, memoryLimitBytes: 64 * MiB, maxConcurrentAppends: 4, minConcurrentBatch: 64, maxBatchTransactions: 512, maxBatchEvents: 2048, maxCachedStreams: 100_000 }),
     lifecycle: z
       .object({ drainTimeoutMs: positiveInt.default(10_000), startupTimeoutMs: positiveInt.optional() })
       .strict()

@@ -10,6 +10,12 @@
  *
  * Up to `maxConcurrentAppends` calls run at once, on disjoint streams only: a unit touching a
  * stream of a call in flight waits — with everything queued behind it — until that call is done.
+ * A call starts while another is in flight only when it is large — `minConcurrentUnits` units, or
+ * as many as a call may carry; a smaller batch waits for a call to end and grows meanwhile. At a
+ * steady few thousand transactions a second the calls then carry more each, and fewer of them cost
+ * less CPU (a socket write on a VM's loopback costs ≈ 90 µs) and a shorter tail; a backlog or a
+ * snapshot, whose calls are large, still has several in flight
+ * (bench/results/2026-12-07-concurrent-calls.md).
  * Batches are taken strictly from the head of the queue, so every stream receives its units in
  * queue order.
  *
@@ -31,6 +37,8 @@ export interface AppenderOptions {
   readonly maxBatchUnits?: number;
   /** Events per call (a single larger unit still goes alone; the sink splits by size). @default 2048 */
   readonly maxBatchEvents?: number;
+  /** The fewest units of a call that starts while another is in flight (1: any). @default 64 */
+  readonly minConcurrentUnits?: number;
   /** Told how long each call took, in seconds, either way it ended (metrics). @default none */
   readonly onCallDone?: (seconds: number) => void;
 }
@@ -59,8 +67,9 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
   const maxConcurrent = options.maxConcurrentAppends ?? 4;
   const maxUnits = options.maxBatchUnits ?? 512;
   const maxEvents = options.maxBatchEvents ?? 2048;
+  const minConcurrent = options.minConcurrentUnits ?? 64;
   const onCallDone = options.onCallDone;
-  if (!(maxConcurrent >= 1 && maxUnits >= 1 && maxEvents >= 1)) throw new RangeError('appender limits must be at least 1');
+  if (!(maxConcurrent >= 1 && maxUnits >= 1 && maxEvents >= 1 && minConcurrent >= 1)) throw new RangeError('appender limits must be at least 1');
 
   /** Entries from `head` on are waiting; those before it were taken (and are cleared, so their events can be collected). */
   let queue: (Entry | undefined)[] = [];
@@ -99,16 +108,23 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
     while (running < maxConcurrent && head < queue.length && failure === null) {
       const take: Entry[] = [];
       let events = 0;
-      while (head < queue.length && take.length < maxUnits) {
-        const entry = queue[head]!;
+      /** The call is as large as a call may be: the unit or the event limit stopped it. */
+      let full = false;
+      for (let at = head; at < queue.length; at++) {
+        const entry = queue[at]!;
+        if (take.length === maxUnits || (take.length > 0 && events + entry.batch.events.length > maxEvents)) {
+          full = true;
+          break;
+        }
         if (entry.streams.some((s) => busy.has(s))) break;
-        if (take.length > 0 && events + entry.batch.events.length > maxEvents) break;
         take.push(entry);
         events += entry.batch.events.length;
-        queue[head] = undefined;
-        head += 1;
       }
-      if (take.length === 0) break;
+      if (take.length >= maxUnits || events >= maxEvents) full = true;
+      // While a call is in flight a small batch waits for it to end (see the header).
+      if (take.length === 0 || (running > 0 && !full && take.length < minConcurrent)) break;
+      for (let i = 0; i < take.length; i++) queue[head + i] = undefined;
+      head += take.length;
       if (head > 1024 && head * 2 > queue.length) {
         queue = queue.slice(head);
         head = 0;

@@ -248,7 +248,7 @@ export function createRunAttempt(input: RunAttemptInput): RunAttempt {
     }
     ({ appendSink, checkpointSink, mode } = opened);
     appender = createAppender(appendSink, {
-      maxConcurrentAppends: config.limits.maxConcurrentAppends, maxBatchUnits: config.limits.maxBatchTransactions, maxBatchEvents: config.limits.maxBatchEvents,
+      maxConcurrentAppends: config.limits.maxConcurrentAppends, minConcurrentUnits: config.limits.minConcurrentBatch, maxBatchUnits: config.limits.maxBatchTransactions, maxBatchEvents: config.limits.maxBatchEvents,
       ...(input.observeAppend ? { onCallDone: input.observeAppend } : {}),
     });
     const last = await waitForSlot(opened.last);

@@ -83,7 +83,8 @@ describe('group-commit appender', () => {
 
   it('runs calls concurrently only on disjoint streams; a unit touching a busy stream waits, with everything behind it', async () => {
     const { sink, calls, received } = recordingSink();
-    const appender = createAppender(sink, { maxConcurrentAppends: 4 });
+    // Any batch may start while another is in flight here (1): this is about streams, not sizes.
+    const appender = createAppender(sink, { maxConcurrentAppends: 4, minConcurrentUnits: 1 });
     const p1 = appender.append(unit(1, ['x', 'y']));
     await until(() => calls.length === 1);
     const p2 = appender.append(unit(2, ['z'])); // disjoint: may go now
@@ -104,6 +105,42 @@ describe('group-commit appender', () => {
     calls[2]!.resolve();
     await Promise.all([p3, p4]);
     expect(received.get('y')).toEqual([1, 3]);
+  });
+
+  it('while a call is in flight, a small batch waits for it and grows; a large one (or a full call) goes at once', async () => {
+    const { sink, calls } = recordingSink();
+    const appender = createAppender(sink, { maxConcurrentAppends: 4, minConcurrentUnits: 3, maxBatchUnits: 4 });
+    const first = appender.append(unit(1, ['a']));
+    await until(() => calls.length === 1);
+    // Two units (< 3) arrive while call 1 is in flight: they wait, and more join them.
+    const small = [2, 3].map((n) => appender.append(unit(n, [`s-${n}`])));
+    await tick();
+    await tick();
+    expect(calls).toHaveLength(1);
+    // A third makes the batch large enough: it goes while call 1 is still in flight.
+    const third = appender.append(unit(4, ['s-4']));
+    await until(() => calls.length === 2);
+    expect(calls[1]!.units).toEqual([2, 3, 4]);
+    // A full call (maxBatchUnits 4) goes at once too, whatever the threshold; the fifth unit waits.
+    const more = [5, 6, 7, 8, 9].map((n) => appender.append(unit(n, [`s-${n}`])));
+    await until(() => calls.length === 3);
+    expect(calls[2]!.units).toEqual([5, 6, 7, 8]);
+    await tick();
+    await tick();
+    expect(calls).toHaveLength(3);
+    // The calls end: with none in flight, the one unit left goes alone.
+    calls[0]!.resolve();
+    calls[1]!.resolve();
+    calls[2]!.resolve();
+    await until(() => calls.length === 4);
+    expect(calls[3]!.units).toEqual([9]);
+    calls[3]!.resolve();
+    await Promise.all([first, ...small, third, ...more]);
+    expect(appender.stats).toMatchObject({ calls: 4, units: 9 });
+  });
+
+  it('the threshold must be at least 1', () => {
+    expect(() => createAppender(recordingSink().sink, { minConcurrentUnits: 0 })).toThrow(RangeError);
   });
 
   it('after a failed call, the units queued behind it and later appends are rejected (PIPELINE_APPEND_BLOCKED)', async () => {

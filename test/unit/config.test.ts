@@ -45,7 +45,7 @@ describe('parseConfig', () => {
     const set = parseConfig({ ...base, snapshot: { chunkSize: 100 } });
     expect([initialChunkRows(set), incrementalChunkRows(set)]).toEqual([100, 100]);
     expect(c.failurePolicy).toEqual({ contractViolation: 'halt' });
-    expect(c.limits).toEqual({ maxInFlightTransactions: 4000, maxInFlightBytes: 64 * 1024 * 1024, memoryLimitBytes: 64 * 1024 * 1024, maxConcurrentAppends: 4, maxBatchTransactions: 512, maxBatchEvents: 2048, maxCachedStreams: 100_000 });
+    expect(c.limits).toEqual({ maxInFlightTransactions: 4000, maxInFlightBytes: 64 * 1024 * 1024, memoryLimitBytes: 64 * 1024 * 1024, maxConcurrentAppends: 4, minConcurrentBatch: 64, maxBatchTransactions: 512, maxBatchEvents: 2048, maxCachedStreams: 100_000 });
     expect(c.source.publication).toEqual(['invoicing']);
     expect(c.source.tables.map((t) => t.table)).toEqual(['public.customer', 'public.invoice', 'public.invoice_line', 'public.payment']);
     // invoice-lifecycle reads the old status ⇒ old values are needed for public.invoice only.

@@ -49,12 +49,13 @@ default-exports defineConfig({...}):
                  Ad hoc snapshots of chosen tables: event-assembler snapshot --help
   failurePolicy  { contractViolation: 'halt' (default) | 'park' }
   limits         { maxInFlightTransactions: 4000, maxInFlightBytes, memoryLimitBytes,
-                   maxConcurrentAppends: 4, maxBatchTransactions: 512, maxBatchEvents: 2048,
-                   maxCachedStreams: 100000 }
+                   maxConcurrentAppends: 4, minConcurrentBatch: 64, maxBatchTransactions: 512,
+                   maxBatchEvents: 2048, maxCachedStreams: 100000 }
                  Group commit: transactions that wait while an append is in flight go
                  together in the next one (one atomic multi-stream append), up to
                  maxBatchTransactions / maxBatchEvents; up to maxConcurrentAppends calls
-                 run at once on disjoint streams. Reading pauses at maxInFlightTransactions
+                 run at once on disjoint streams, a second one only with at least
+                 minConcurrentBatch transactions (a smaller batch waits for a call to end). Reading pauses at maxInFlightTransactions
                  received and not yet durable. A transaction of more than 1,000 events (a
                  bulk update) is appended in slices of 1,000, in bounded memory: each slice
                  atomic, the transaction not (docs/bulk-transactions.md). maxCachedStreams:
