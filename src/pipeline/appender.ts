@@ -110,9 +110,9 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
       let events = 0;
       /** The call is as large as a call may be: the unit or the event limit stopped it. */
       let full = false;
-      for (let at = head; at < queue.length; at++) {
+      for (let at = head; at < queue.length && take.length < maxUnits; at++) {
         const entry = queue[at]!;
-        if (take.length === maxUnits || (take.length > 0 && events + entry.batch.events.length > maxEvents)) {
+        if (take.length > 0 && events + entry.batch.events.length > maxEvents) {
           full = true;
           break;
         }
@@ -120,7 +120,7 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
         take.push(entry);
         events += entry.batch.events.length;
       }
-      if (take.length >= maxUnits || events >= maxEvents) full = true;
+      if (take.length === maxUnits || events >= maxEvents) full = true;
       // While a call is in flight a small batch waits for it to end (see the header).
       if (take.length === 0 || (running > 0 && !full && take.length < minConcurrent)) break;
       for (let i = 0; i < take.length; i++) queue[head + i] = undefined;

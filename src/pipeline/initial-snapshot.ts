@@ -18,10 +18,9 @@
 import { initialChunkRows } from '../config/schema.js';
 import { EventAssemblerError } from '../errors.js';
 import { createSlotWithSnapshot, isSnapshotFinished, newSnapshotProgress, readInitialSnapshot, updateTable, type SnapshotBatch, type SnapshotDecision, type SnapshotProgress } from '../source/snapshot/index.js';
-import { mapWhileSaving, pinKeyOf, pinRecords, queueSnapshotRecords, saveSnapshotProgress, type SnapshotDeps, type SnapshotState } from './snapshot-state.js';
+import { mapWhileSaving, pinKeysOf, pinRecords, queueSnapshotRecords, saveSnapshotProgress, type SnapshotDeps, type SnapshotState } from './snapshot-state.js';
 import type { PinnedPosition } from './snapshot-store.js';
 import { dropSlot, identifySystem, slotState } from './source-queries.js';
-import { canonicalKey } from '../mapping/index.js';
 
 /** Creates the slot with an exported snapshot, reads every captured table at it and makes the records durable. */
 export async function runInitialSnapshotPhase(deps: SnapshotDeps, decision: SnapshotDecision, systemId: string): Promise<void> {
@@ -118,8 +117,7 @@ interface InFlightChunk {
  */
 function pinChunk(state: SnapshotState, batch: SnapshotBatch, progress: SnapshotProgress, covered: readonly string[], lsn: string): PinnedChunk {
   if (batch.records.length === 0) return { batch, keys: [], keyTexts: [], positions: [], saving: null };
-  const keyTexts = batch.records.map((record) => canonicalKey(record.change.key));
-  const keys = batch.records.map((record, i) => pinKeyOf(record, keyTexts[i]!));
+  const { keyTexts, keys } = pinKeysOf(batch.records);
   const positions = pinRecords(state, keys, lsn);
   const saving = saveSnapshotProgress(state, progress, covered);
   saving.catch(() => undefined); // awaited when the chunk is handed over

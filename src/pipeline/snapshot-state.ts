@@ -164,6 +164,12 @@ export const pinKey = (record: SnapshotRecord): string => pinKeyOf(record, canon
 /** The pin key of a record whose `canonicalKey` is `keyText`. */
 export const pinKeyOf = (record: SnapshotRecord, keyText: string): string => `${record.table}\u0000${keyText}`;
 
+/** Each record's `canonicalKey` (made once: a sort and a JSON text per call) and its {@link pinKey}. */
+export function pinKeysOf(records: readonly SnapshotRecord[]): { keyTexts: string[]; keys: string[] } {
+  const keyTexts = records.map((record) => canonicalKey(record.change.key));
+  return { keyTexts, keys: records.map((record, i) => pinKeyOf(record, keyTexts[i]!)) };
+}
+
 /**
  * Gives each record its sink position: the one it is pinned at (a record read again after a
  * crash keeps its position, so the sink's receipt recognises it — DESIGN invariant 3), else a new
@@ -197,9 +203,7 @@ export async function deliverSnapshotRecords(
   const { lsn, systemId } = batch;
   let records = batch.records;
   if (records.length === 0) return { keys: [], durable: Promise.resolve() };
-  // Each record's key text once (canonicalKey is a sort and a JSON text per call).
-  let keyTexts = records.map((record) => canonicalKey(record.change.key));
-  let keys = records.map((record, i) => pinKeyOf(record, keyTexts[i]!));
+  let { keyTexts, keys } = pinKeysOf(records);
   const inherited = state.inheritedPins.size === 0 ? [] : records.filter((_, i) => state.inheritedPins.has(keys[i]!) && state.pinned.has(keys[i]!));
   if (inherited.length > 0) {
     // Records the last process handed to the sink: landed ones are not sent again, the others go after the tails.
