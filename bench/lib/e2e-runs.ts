@@ -28,8 +28,9 @@ export interface ConsumerRun {
   readonly kind: ConsumerKind;
   readonly seconds: number;
   readonly cpu: RunCpu;
-  /** Assembler runs: seconds until it was running. */
+  /** Assembler runs: seconds until it was running, and this process's CPU seconds until then. */
   readonly startupSeconds?: number;
+  readonly startupCpuSeconds?: number;
   readonly raw?: RawDrainResult;
 }
 
@@ -72,7 +73,7 @@ export async function runConsumer(kind: ConsumerKind, round: number, ctx: DrainC
         measured = await cpu.stop();
       },
     );
-    return { round, kind, seconds: result.seconds, cpu: measured ?? (await cpu.stop()), startupSeconds: result.runningSeconds };
+    return { round, kind, seconds: result.seconds, cpu: measured ?? (await cpu.stop()), startupSeconds: result.runningSeconds, startupCpuSeconds: result.startupCpuSeconds };
   } finally {
     await kurrent?.stop();
   }
@@ -94,6 +95,8 @@ export interface ConsumerSummary {
   readonly medianRatio: number;
   /** Median CPU µs per transaction, per process. */
   readonly cpuUs: { readonly bench: number; readonly walsender: number; readonly server: number };
+  /** Median CPU µs per transaction of the bench process once the assembler was running (its start-up left out). */
+  readonly benchRunningCpuUs: number;
   readonly startupSeconds: number;
 }
 
@@ -117,6 +120,7 @@ export function summarize(runs: readonly ConsumerRun[], transactions: number): C
       ratios,
       medianRatio: median(ratios),
       cpuUs: { bench: perTx(own.map((r) => r.cpu.bench)), walsender: perTx(own.map((r) => r.cpu.walsender)), server: perTx(own.map((r) => r.cpu.server)) },
+      benchRunningCpuUs: perTx(own.map((r) => (r.startupCpuSeconds === undefined ? null : r.cpu.bench - r.startupCpuSeconds))),
       startupSeconds: median(own.flatMap((r) => (r.startupSeconds === undefined ? [] : [r.startupSeconds]))),
     };
   });

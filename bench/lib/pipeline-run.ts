@@ -52,6 +52,8 @@ export interface PipelineDrainResult {
   readonly mode: string | null;
   /** Seconds until the assembler was running (start-up checks done) and until its first acknowledgement. */
   readonly runningSeconds: number;
+  /** CPU seconds of this process (all threads) from creating the assembler until it was running: its start-up (polled every millisecond until then). */
+  readonly startupCpuSeconds: number;
   readonly firstAckSeconds: number;
   /** Group commit: append calls and transactions per call. */
   readonly batching: unknown;
@@ -64,6 +66,8 @@ export interface PipelineDrainResult {
  */
 export async function drainPipeline(target: PipelineTarget, markLsn: string, lastEndLsn: string, timeoutMs = 900_000, onAcknowledged?: () => Promise<void>): Promise<PipelineDrainResult> {
   const started = process.hrtime.bigint();
+  const cpuAtStart = process.cpuUsage();
+  let startupCpuSeconds = 0;
   const elapsed = () => Number(process.hrtime.bigint() - started) / 1e9;
   const assembler = benchAssembler(target);
   const running = assembler.run();
@@ -78,18 +82,23 @@ export async function drainPipeline(target: PipelineTarget, markLsn: string, las
       if (failure) throw failure;
       const status = assembler.status();
       const acked = status.lag.acknowledgedLsn;
-      if (!runningSeconds && status.state === 'running') runningSeconds = elapsed();
+      if (!runningSeconds && status.state === 'running') {
+        runningSeconds = elapsed();
+        const used = process.cpuUsage(cpuAtStart);
+        startupCpuSeconds = (used.user + used.system) / 1e6;
+      }
       if (!firstAckSeconds && acked) firstAckSeconds = elapsed();
       if (acked && markSeconds === 0 && compareLsn(acked, markLsn) >= 0) markSeconds = elapsed();
       if (acked && compareLsn(acked, lastEndLsn) >= 0) break;
       if (Date.now() > deadline) throw new Error(`assembler on ${target.slot}: acknowledged ${acked} of ${lastEndLsn} within ${timeoutMs} ms`);
-      await new Promise((resolve) => setTimeout(resolve, 10));
+      // Every millisecond until it runs, so the start-up's CPU takes in little of the stream.
+      await new Promise((resolve) => setTimeout(resolve, runningSeconds ? 10 : 1));
     }
     const seconds = elapsed();
     await onAcknowledged?.();
     if (markSeconds === 0) markSeconds = seconds;
     const status = assembler.status();
-    return { seconds, markSeconds, events: status.events.appended, mode: status.mode, runningSeconds, firstAckSeconds, batching: status.batching };
+    return { seconds, markSeconds, events: status.events.appended, mode: status.mode, runningSeconds, startupCpuSeconds, firstAckSeconds, batching: status.batching };
   } finally {
     await assembler.stop();
   }
