@@ -17,6 +17,10 @@ function createSegment<S>() {
     /** The entry, without touching its recency. */
     peek: (key: string): S | undefined => young.get(key) ?? old.get(key),
     has: (key: string): boolean => young.has(key) || old.has(key),
+    /** Sets `key`, in no generation yet, as the most recently used. */
+    insert(key: string, value: S): void {
+      young.set(key, value);
+    },
     /** Sets `key` as the most recently used. */
     set(key: string, value: S): void {
       old.delete(key);
@@ -88,9 +92,17 @@ export function createLru<S>(capacity: number, onEvict: () => void, passingShare
   const passing = createSegment<S>();
   const probation = createSegment<S>();
   const kept = createSegment<S>();
-  const size = (): number => kept.size + probation.size + passing.size;
+  // Every stream in some segment: a stream not cached — each new stream — is one lookup here
+  // instead of six (two generations of three segments) on `get` and as many again on `set`.
+  const members = new Set<string>();
+  const size = (): number => members.size;
+  function evicted(taken: [string, S] | undefined): void {
+    if (taken === undefined) return;
+    members.delete(taken[0]);
+    onEvict();
+  }
   function evictOne(): void {
-    if ((passing.takeOldest() ?? probation.takeOldest() ?? kept.takeOldest()) !== undefined) onEvict();
+    evicted(passing.takeOldest() ?? probation.takeOldest() ?? kept.takeOldest());
   }
   /** Into the protected segment as the most recently used; its overflow goes back to probation. */
   function protect(stream: string, state: S): void {
@@ -104,6 +116,7 @@ export function createLru<S>(capacity: number, onEvict: () => void, passingShare
   return {
     /** The state of a cached stream, which counts as a use (probation or passing → protected). */
     get(stream: string): S | undefined {
+      if (!members.has(stream)) return undefined;
       const state = kept.peek(stream);
       if (state !== undefined) {
         kept.set(stream, state);
@@ -119,7 +132,7 @@ export function createLru<S>(capacity: number, onEvict: () => void, passingShare
     },
     /** Whether `stream` is cached, without touching its recency. */
     has(stream: string): boolean {
-      return kept.has(stream) || probation.has(stream) || passing.has(stream);
+      return members.has(stream);
     },
     /**
      * Sets a stream's state: in the protected segment when it is there (as its most recently used);
@@ -127,24 +140,33 @@ export function createLru<S>(capacity: number, onEvict: () => void, passingShare
      * moves there: it was read for this same touch).
      */
     set(stream: string, state: S, touch: 'once' | 'passing' = 'once'): void {
-      if (kept.has(stream)) return kept.set(stream, state);
       const segment = touch === 'passing' ? passing : probation;
-      const other = touch === 'passing' ? probation : passing;
-      const known = segment.has(stream) || other.delete(stream);
-      if (!known && size() >= limit) evictOne();
-      segment.set(stream, state);
-      if (touch === 'passing' && passing.size > passingLimit && passing.takeOldest() !== undefined) onEvict();
+      if (!members.has(stream)) {
+        if (size() >= limit) evictOne();
+        segment.insert(stream, state);
+        members.add(stream);
+      } else if (kept.has(stream)) return kept.set(stream, state);
+      else {
+        // In probation or passing: into `segment` (out of the other one, when it was there).
+        if (!segment.has(stream)) (touch === 'passing' ? probation : passing).delete(stream);
+        segment.set(stream, state);
+      }
+      if (touch === 'passing' && passing.size > passingLimit) evicted(passing.takeOldest());
     },
     /** Sets a stream's state as one used before (a carried state): into the protected segment. */
     setUsed(stream: string, state: S): void {
-      if (probation.delete(stream) || passing.delete(stream)) return protect(stream, state);
-      if (!kept.has(stream) && size() >= limit) evictOne();
+      if (!members.has(stream)) {
+        if (size() >= limit) evictOne();
+        members.add(stream);
+      } else if (!probation.delete(stream)) passing.delete(stream);
       protect(stream, state);
     },
     delete(stream: string): boolean {
+      if (!members.delete(stream)) return false;
       return kept.delete(stream) || probation.delete(stream) || passing.delete(stream);
     },
     clear(): void {
+      members.clear();
       kept.clear();
       probation.clear();
       passing.clear();

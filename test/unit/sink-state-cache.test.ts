@@ -129,4 +129,40 @@ describe('createLru', () => {
     expect([...lru.entries()].map(([k]) => k).slice(-2)).toEqual(['row-c', 'row-e']);
     expect(lru.get('s-0')).toBe(8);
   });
+
+  it('under random sets, uses, carried states, deletes and passes: has, size, entries, get and evictions agree', () => {
+    let seed = 7;
+    const random = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    let evicted = 0;
+    const lru = createLru<number>(50, () => (evicted += 1), 0.1);
+    const values = new Map<string, number>(); // what each stream was last set to (while it may be cached)
+    let added = 0;
+    let deleted = 0;
+    for (let step = 0; step < 20_000; step++) {
+      const stream = `s-${random(120)}`;
+      const op = random(6);
+      const before = lru.has(stream);
+      if (op === 0 || op === 1) lru.set(stream, step);
+      else if (op === 2) lru.set(stream, step, 'passing');
+      else if (op === 3) lru.setUsed(stream, step);
+      else if (op === 4) expect(lru.get(stream)).toBe(before ? values.get(stream) : undefined);
+      else if (lru.delete(stream)) deleted += 1;
+      if (op <= 3) {
+        values.set(stream, step);
+        if (!before) added += 1;
+        expect(lru.has(stream)).toBe(true);
+      }
+      if (op === 5) expect(lru.has(stream)).toBe(false);
+      const keys = [...lru.entries()].map(([k]) => k);
+      expect(new Set(keys).size).toBe(keys.length);
+      expect(lru.size).toBe(keys.length);
+      expect(lru.size).toBeLessThanOrEqual(50);
+      expect(added - deleted - evicted).toBe(lru.size);
+      if (step % 500 === 0) for (let i = 0; i < 120; i++) expect(lru.has(`s-${i}`)).toBe(keys.includes(`s-${i}`));
+    }
+    for (const [stream, state] of lru.entries()) expect(state).toBe(values.get(stream));
+  });
 });

@@ -74,4 +74,26 @@ describe('v2 AppendRequest encoding', () => {
       expect(map.getLength()).toBe(Object.keys(properties).length);
     }
   });
+
+  it('encodes a key whose value changed with every record, then settles, as it encodes any other (compared again, kept encoded again)', () => {
+    const decode = (record: Buffer) => {
+      const map = v2StreamsPb.AppendRequest.deserializeBinary(encodeAppendRequest('s', 'any', [record])).getRecordsList()[0]!.getPropertiesMap();
+      return { seq: map.get('t.seq')!.getStringValue(), other: map.get('t.other')!.getStringValue(), size: map.getLength() };
+    };
+    const sizes: number[] = [];
+    // 1,000 records with a new value each (the key counts as changing: compared only now and then),
+    // then 600 with one value (compared again at a re-check, then kept encoded), then new ones again.
+    const values = [...Array.from({ length: 1000 }, (_, i) => `0/${(0x1a2b3c00 + i).toString(16)}`), ...Array.from({ length: 600 }, () => '0/SETTLED'), '0/1', '0/2'];
+    for (const [i, seq] of values.entries()) {
+      const properties = { 't.seq': seq, 't.other': `o${i % 3}` };
+      const { record, size } = encodeAppendRecordSized('6f1c8e2a-3b7d-4c59-9a0e-5d2b8f4c1e70', 'T', '{}', properties);
+      expect(decode(record)).toEqual({ seq, other: properties['t.other'], size: 2 });
+      expect(size).toBe(multiStreamRecordSize('T', '{}', properties));
+      sizes.push(record.length);
+    }
+    // The settled value's records are byte for byte alike, from the plain path and from the kept entry.
+    const settled = values.flatMap((v, i) => (v === '0/SETTLED' && i % 3 === 0 ? [i] : []));
+    const first = encodeAppendRecordSized('6f1c8e2a-3b7d-4c59-9a0e-5d2b8f4c1e70', 'T', '{}', { 't.seq': '0/SETTLED', 't.other': 'o0' }).record;
+    for (const i of settled) expect(sizes[i]).toBe(first.length);
+  });
 });
