@@ -179,22 +179,26 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
     }
     if (queued instanceof Promise) {
       return queued.then(
-        (q) => afterQueued(tx, seq, q, gate),
+        (q) => afterQueued(tx.commitTime, seq, q, gate),
         (error: unknown) => {
           coordinator.fail(seq);
           throw error;
         },
       );
     }
-    afterQueued(tx, seq, queued, gate);
+    afterQueued(tx.commitTime, seq, queued, gate);
     return undefined;
   }
 
-  /** A transaction is queued (or had nothing to append): acknowledge it once it and all before it are durable. */
-  function afterQueued(tx: CommittedTransaction, seq: number, queued: Queued | null, gate?: Promise<void> | null): void {
+  /**
+   * A transaction is queued (or had nothing to append): acknowledge it once it and all before it
+   * are durable. Given its commit time, not the transaction: what waits for the append would
+   * otherwise hold every decoded row of every transaction in flight.
+   */
+  function afterQueued(commitTime: string, seq: number, queued: Queued | null, gate?: Promise<void> | null): void {
     if (gate) {
       gate.then(
-        () => afterQueued(tx, seq, queued),
+        () => afterQueued(commitTime, seq, queued),
         (error: unknown) => {
           coordinator.fail(seq);
           control.fail(error);
@@ -214,7 +218,7 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
     queued.durable.then(
       () => {
         counts.appended += 1;
-        stats.recordLag(tx.commitTime);
+        stats.recordLag(commitTime);
         done();
       },
       (error: unknown) => {
