@@ -78,8 +78,8 @@ interface KeySlot {
    * Values in a row that differed from the one before. A key whose value changes with every event
    * (`source.checkpoint`, `source.commitTime`, …) is not compared any more but every
    * {@link RECHECK_EVERY}th time: two distinct strings of one length built by concatenation are
-   * compared character by character through V8's runtime (1.2 % of a streaming run's CPU in a
-   * `perf` profile, all of it for these keys).
+   * compared character by character through V8's runtime (1.5–1.9 % of a streaming run's
+   * samples in `perf`, 0.2 % after; bench/results/2026-12-07-sixth-session.md).
    */
   misses: number;
 }
