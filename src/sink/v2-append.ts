@@ -158,7 +158,8 @@ export class PlainPropertiesBuilder implements PlainProperties {
     }
     if (!PLAIN.test(value)) return false;
     this.json += key.length + value.length + 6;
-    if (compare && slot.value !== null && slot.misses < VOLATILE_AFTER) slot.misses += 1;
+    // (Below VOLATILE_AFTER every value was compared: this one differed.)
+    if (slot.value !== null && slot.misses < VOLATILE_AFTER) slot.misses += 1;
     if (value.length <= CACHED_VALUE_LENGTH) {
       slot.value = value;
       slot.entry = null;
