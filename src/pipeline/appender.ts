@@ -19,6 +19,9 @@
  * Batches are taken strictly from the head of the queue, so every stream receives its units in
  * queue order.
  *
+ * A unit is handed to the sink when it is queued (`sink.prepare`), and the queue holds what comes
+ * back: a sink that encodes its events then lets the pipeline's objects go while the unit waits.
+ *
  * Each unit's streams are handed to the sink as a hint when it is queued (`sink.prefetch`): a
  * sink learning the states of streams it has not seen (e.g. a backlog after a restart) reads
  * them ahead, while earlier calls append, instead of when the unit's own call starts.
@@ -173,12 +176,14 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
   }
 
   return {
-    append(batch) {
-      const events = batch.events;
+    append(given) {
+      const events = given.events;
       const streams = events.length === 1 ? [events[0]!.stream] : [...new Set(events.map((e) => e.stream))];
       if (failure !== null) return Promise.reject(blocked(streams));
       inFlight += 1;
       sink.prefetch?.(streams);
+      // What waits in the queue is what the sink made of the unit (encoded), not the mapper's objects.
+      const batch = sink.prepare ? sink.prepare(given) : given;
       const promise = new Promise<AppendOutcome>((resolve, reject) => queue.push({ batch, streams, resolve, reject }));
       schedule();
       return promise;

@@ -11,7 +11,7 @@
  */
 import { readChanges, readChangesNow, withChanges, type CommittedTransaction } from '../buffer/index.js';
 import { mapUnit, type AnyMapper, type FailedRecord, type MapResult } from '../mapping/index.js';
-import { SLICED_UNIT_EVENTS, type SinkEvent, type SinkMode, type SinkPosition } from '../sink/index.js';
+import { SLICED_UNIT_EVENTS, type AppendOutcome, type SinkEvent, type SinkMode, type SinkPosition } from '../sink/index.js';
 import type { Change, ChangeSequence, SourceTransaction, SourceUnit } from '../source/types.js';
 import type { Appender } from './appender.js';
 import type { CheckpointCoordinator } from './checkpoint-coordinator.js';
@@ -110,6 +110,22 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
     });
   }
 
+  /**
+   * The append's outcome, counted once durable. Made out here, not in `queueMapped`: a callback
+   * made there would hold that call's scope — the unit's events — until the append is durable,
+   * while the queue holds only what the sink made of them (`Sink.prepare`). So only the types wait.
+   */
+  function counted(durable: Promise<AppendOutcome>, types: string | readonly string[], parked: boolean): Promise<AppendOutcome> {
+    return durable.then((outcome) => {
+      counts.eventsAppended += outcome?.appended ?? 0;
+      counts.replaySkipped += outcome?.skipped ?? 0;
+      if (typeof types === 'string') byType[types] = (byType[types] ?? 0) + 1;
+      else for (const type of types) byType[type] = (byType[type] ?? 0) + 1;
+      if (parked) counts.parkedTx += 1;
+      return outcome;
+    });
+  }
+
   /** A unit's mapped events validated and queued: whole, or in slices when it has more than SLICED_UNIT_EVENTS. */
   function queueMapped(unit: SourceUnit, position: SinkPosition, mapped: MapResult): Queued | null | Promise<Queued | null> {
     const total = mapped.events.length + mapped.failed.length;
@@ -124,18 +140,11 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
     counts.contractViolations += parked.length;
     const events: SinkEvent[] = failed.length === 0 ? ok : [...ok, ...failed];
     if (events.length === 0) return null;
+    const types = ok.length === 1 ? ok[0]!.type : ok.map((e) => e.type);
+    const anyParked = failed.length > 0;
     const queue = (): Queued => {
       if (control.stopRequested && control.fatal) throw control.fatal;
-      const durable = deps.appender().append({ position, events });
-      return {
-        durable: durable.then((outcome) => {
-          counts.eventsAppended += outcome?.appended ?? 0;
-          counts.replaySkipped += outcome?.skipped ?? 0;
-          for (const e of ok) byType[e.type] = (byType[e.type] ?? 0) + 1;
-          if (failed.length > 0) counts.parkedTx += 1;
-          return outcome;
-        }),
-      };
+      return { durable: counted(deps.appender().append({ position, events }), types, anyParked) };
     };
     if (full()) return control.until(deps.appender().whenBelow(deps.maxInFlightTransactions)).then(queue);
     return queue();

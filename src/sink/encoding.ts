@@ -3,7 +3,7 @@ import { uuidv5 as uuidv5In } from '../mapping/event-id.js';
 import { jsonEvent, type EventData } from '@kurrent/kurrentdb-client';
 import { SinkError } from './errors.js';
 import { isReceiptKey, RECEIPT_KEY, receiptAt, receiptUnitPrefix, receiptValue, type Receipt, type ReceiptScope, type ReceiptUnit } from './receipt.js';
-import { encodeAppendRecordSized, encodePlainRecord, plainProperty, PlainPropertiesBuilder, type PlainProperties } from './v2-append.js';
+import { encodeAppendRecordSized, encodePlainRecord, plainProperty, PlainPropertiesBuilder, readAppendRecord, type PlainProperties } from './v2-append.js';
 
 /** What the sink needs of an event (the mapping SDK's `EventToAppend` fits). */
 export interface EncodableEvent {
@@ -31,7 +31,10 @@ export interface PreparedEvent {
   readonly record: Buffer;
   /** The data as JSON, and the metadata with the receipt (what both append paths send). */
   readonly dataJson: string;
+  readonly data: unknown;
   readonly metadata: Readonly<Record<string, string>>;
+  /** Encodes the record now and drops what it was made of (see `Prepared.compact`). */
+  compact(): void;
 }
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -62,6 +65,8 @@ export function unitReceiptPart(unit: ReceiptUnit): UnitReceiptPart {
  * sizes and the client's `EventData` are made on first use: a multi-stream append needs only the
  * encoded record and `multiStreamSize` — encoded from the parts, the event's own keys encoded
  * while they were checked — a per-stream append only `size` and `eventData`.
+ *
+ * {@link Prepared.compact} encodes the record at once and lets go of the parts it was made of.
  */
 class Prepared implements PreparedEvent {
   #size: number | undefined;
@@ -71,22 +76,60 @@ class Prepared implements PreparedEvent {
   #metadataJson: string | undefined;
   #receipt: Receipt | undefined;
   #receiptValue: string | undefined;
+  #dataJson: string | null;
+  #data: unknown;
+  /** The event's own metadata (checked: flat strings, no receipt key); null once compacted. */
+  #own: Readonly<Record<string, string>> | null;
+  /** `own` encoded the fast way, or null when something in it is not plain (or once compacted). */
+  #ownPlain: PlainProperties | null;
 
   constructor(
     readonly id: string,
     readonly stream: string,
     readonly type: string,
-    readonly dataJson: string,
-    private readonly data: unknown,
-    /** The event's own metadata (checked: flat strings, no receipt key). */
-    private readonly own: Readonly<Record<string, string>>,
-    /** `own` encoded the fast way, or null when something in it is not plain. */
-    private readonly ownPlain: PlainProperties | null,
+    dataJson: string,
+    data: unknown,
+    own: Readonly<Record<string, string>>,
+    ownPlain: PlainProperties | null,
     private readonly unitPart: UnitReceiptPart,
     private readonly ordinal: number,
     private readonly count: number,
     private readonly scope: ReceiptScope,
-  ) {}
+  ) {
+    this.#dataJson = dataJson;
+    this.#data = data;
+    this.#own = own;
+    this.#ownPlain = ownPlain;
+  }
+
+  /**
+   * Encodes the record now and drops the data, the metadata and their JSON: what a queued unit
+   * holds until its append is then one record (its bytes outside V8's heap), not the mapper's
+   * objects — every young collection copies what units in flight hold. What asks for the parts
+   * later (a per-stream append after the server turned out not to serve multi-stream ones) gets
+   * them back from the record.
+   */
+  compact(): void {
+    this.#encode();
+    this.#receiptValue = undefined;
+    this.#dataJson = null;
+    this.#data = undefined;
+    this.#own = null;
+    this.#ownPlain = null;
+  }
+
+  /** The data and metadata back from the encoded record (after {@link compact}). */
+  #fromRecord(): { dataJson: string; metadata: Record<string, string> } {
+    return readAppendRecord(this.#encoded!.record);
+  }
+
+  get dataJson(): string {
+    return this.#dataJson ?? this.#fromRecord().dataJson;
+  }
+
+  get data(): unknown {
+    return this.#dataJson === null ? JSON.parse(this.#fromRecord().dataJson) : this.#data;
+  }
 
   get receipt(): Receipt {
     return (this.#receipt ??= receiptAt(this.unitPart.unit, this.ordinal, this.count, this.scope));
@@ -103,7 +146,9 @@ class Prepared implements PreparedEvent {
 
   get metadata(): Readonly<Record<string, string>> {
     if (this.#metadata) return this.#metadata;
-    const metadata: Record<string, string> = { ...this.own };
+    // The record's properties are the event's own keys, then the receipt: the metadata as made below.
+    if (this.#own === null) return (this.#metadata = this.#fromRecord().metadata);
+    const metadata: Record<string, string> = { ...this.#own };
     metadata[RECEIPT_KEY] = this.#value;
     return (this.#metadata = metadata);
   }
@@ -124,9 +169,10 @@ class Prepared implements PreparedEvent {
   #encode(): { record: Buffer; size: number } {
     if (this.#encoded) return this.#encoded;
     // The receipt's value is plain ASCII by construction (its free text is escaped); null here would fall back to the general encoder.
-    const receipt = this.ownPlain && plainProperty(RECEIPT_KEY, this.#value);
-    const plain = this.ownPlain && receipt ? encodePlainRecord(this.id, this.type, this.dataJson, [this.ownPlain, receipt]) : null;
-    return (this.#encoded = plain ?? encodeAppendRecordSized(this.id, this.type, this.dataJson, this.metadata));
+    const ownPlain = this.#ownPlain;
+    const receipt = ownPlain && plainProperty(RECEIPT_KEY, this.#value);
+    const plain = ownPlain && receipt ? encodePlainRecord(this.id, this.type, this.#dataJson!, [ownPlain, receipt]) : null;
+    return (this.#encoded = plain ?? encodeAppendRecordSized(this.id, this.type, this.#dataJson!, this.metadata));
   }
 
   get eventData(): EventData {

@@ -34,7 +34,7 @@ import { loadStates, saveStates } from './state-carry.js';
 import { createStreamStates, type CallStates } from './stream-states.js';
 import { createTailReader } from './tail-reader.js';
 import type { AppendOutcome, KurrentDBSink, SinkBatch, SinkStatus } from './types.js';
-import { callOutcomes, prepareCall } from './units.js';
+import { callOutcomes, prepareBatch, prepareCall } from './units.js';
 import { appendEncoded, serverSupportsMultiStreamAppend, supportsEncodedAppend, type EncodedStreamAppend } from './v2-append.js';
 
 export {
@@ -317,6 +317,10 @@ export async function createKurrentDBSink(options: KurrentDBSinkOptions): Promis
     },
     prefetch(streams: readonly string[]): boolean {
       return !closed && ctx.states.prefetch(streams);
+    },
+    prepare(batch: SinkBatch): SinkBatch {
+      // Only for encoded multi-stream appends, which need nothing but the records.
+      return !closed && ctx.mode === 'multi-stream' && ctx.encoded ? prepareBatch(config, batch) : batch;
     },
     forget(names: readonly string[]): void {
       for (const name of names) ctx.states.drop(name);

@@ -170,6 +170,14 @@ export interface Sink {
    */
   prefetch?(streams: readonly string[]): boolean;
   /**
+   * Called when a unit is queued, before its append: the sink may return a lighter batch to hold
+   * until then — its events encoded, the mapper's objects let go — and then gets that batch, not
+   * the one it was given, in `append`/`appendMany`. The returned batch keeps the position, the
+   * slice and the events' ids, streams and types (in order); their data and metadata may be
+   * rebuilt on access. A batch it cannot prepare it returns as it is.
+   */
+  prepare?(batch: SinkBatch): SinkBatch;
+  /**
    * Drops what is cached about these streams (revision, receipt); the next append re-reads their
    * tails. For a pipeline that writes one stream through several sinks, one at a time.
    */

@@ -100,7 +100,7 @@ function checkpointEvent(config: SinkConfig, stream: string, position: SinkPosit
 
 /** Prepares a call: receipts stamped, events merged per stream, the checkpoint event added. */
 export function prepareCall(config: SinkConfig, batches: readonly SinkBatch[]): PreparedCall {
-  const units = batches.map((batch) => unitOfPosition(config, batch.position));
+  const units = batches.map((batch) => (isPrepared(batch) ? batch[PREPARED] : unitOfPosition(config, batch.position)));
   const label = units.length === 1 ? describe(units[0]!) : `${units.length} units, ${describe(units[0]!)} … ${describe(units[units.length - 1]!)}`;
   const byStream = new Map<string, PreparedEvent[]>();
   /** Event id → the unit (index) that brought it. */
@@ -128,7 +128,7 @@ export function prepareCall(config: SinkConfig, batches: readonly SinkBatch[]): 
   for (let u = 0; u < batches.length; u++) {
     const batch = batches[u]!;
     const unit = units[u]!;
-    checkSlice(batch, unit);
+    if (!isPrepared(batch)) checkSlice(batch, unit);
     const first = batch.events[0];
     const owner = first ? ids.get(first.id) : undefined;
     if (owner !== undefined && owner !== u && compareUnits(units[owner]!, unit) === 0) {
@@ -152,50 +152,69 @@ export function prepareCall(config: SinkConfig, batches: readonly SinkBatch[]): 
   return { label, groups, unitOf, perUnit, checkpoint };
 }
 
-function prepareUnit(batch: SinkBatch, unit: ReceiptUnit, u: number, admit: (event: SinkEvent, u: number) => void, place: (p: PreparedEvent, u: number) => void): UnitShare {
+/**
+ * A unit's events prepared, in the batch's order: each with its receipt's ordinal — its place
+ * among the unit's events in its stream, or, for a slice, in the whole unit.
+ */
+function unitEvents(batch: SinkBatch, unit: ReceiptUnit): PreparedEvent[] {
+  const events = batch.events;
   if (batch.slice) {
-    // A slice: each event numbered by its place in the whole unit.
     const { offset, total } = batch.slice;
     const unitPart = unitReceiptPart(unit);
-    const streams: string[] = [];
-    const seen = new Set<string>();
-    const events = batch.events.map((event, i) => {
-      admit(event, u);
-      if (!seen.has(event.stream)) {
-        seen.add(event.stream);
-        streams.push(event.stream);
-      }
-      const p = prepareEvent(event, unitPart, offset + i, total, 'unit');
-      place(p, u);
-      return p;
-    });
-    return { streams, events, duplicate: 0 };
+    return events.map((event, i) => prepareEvent(event, unitPart, offset + i, total, 'unit'));
   }
-  if (batch.events.length === 1) {
-    // The common unit: one event — what the general path below does, without its maps.
-    const event = batch.events[0]!;
-    admit(event, u);
-    const p = prepareEvent(event, unit, 0, 1);
-    place(p, u);
-    return { streams: [event.stream], events: [p], duplicate: 0 };
-  }
-  const own = new Map<string, SinkEvent[]>();
-  for (const event of batch.events) {
-    admit(event, u);
-    const list = own.get(event.stream);
-    if (list) list.push(event);
-    else own.set(event.stream, [event]);
-  }
-  const prepared: PreparedEvent[] = [];
+  // The common unit: one event — what the general path below does, without its maps.
+  if (events.length === 1) return [prepareEvent(events[0]!, unit, 0, 1)];
+  const counts = new Map<string, number>();
+  for (const event of events) counts.set(event.stream, (counts.get(event.stream) ?? 0) + 1);
+  const next = new Map<string, number>();
   const unitPart = unitReceiptPart(unit);
-  for (const events of own.values()) {
-    events.forEach((event, ordinal) => {
-      const p = prepareEvent(event, unitPart, ordinal, events.length);
-      place(p, u);
-      prepared.push(p);
-    });
+  return events.map((event) => {
+    const ordinal = next.get(event.stream) ?? 0;
+    next.set(event.stream, ordinal + 1);
+    return prepareEvent(event, unitPart, ordinal, counts.get(event.stream)!);
+  });
+}
+
+/** Marks a batch prepared when it was queued ({@link prepareBatch}); holds its receipt unit. */
+const PREPARED = Symbol('prepared unit');
+
+interface PreparedBatch extends SinkBatch {
+  readonly events: readonly PreparedEvent[];
+  readonly [PREPARED]: ReceiptUnit;
+}
+
+function isPrepared(batch: SinkBatch): batch is PreparedBatch {
+  return PREPARED in batch;
+}
+
+/**
+ * The batch with its events prepared and compacted now, when it is queued, long before its call:
+ * until then it holds encoded records instead of the mapper's objects (`Prepared.compact`). A
+ * batch that cannot be prepared is returned as it is: its call fails with the error it would
+ * have failed with anyway.
+ */
+export function prepareBatch(config: SinkConfig, batch: SinkBatch): SinkBatch {
+  if (isPrepared(batch)) return batch;
+  try {
+    const unit = unitOfPosition(config, batch.position);
+    checkSlice(batch, unit);
+    const events = unitEvents(batch, unit);
+    for (const event of events) event.compact();
+    const prepared: PreparedBatch = { position: batch.position, events, [PREPARED]: unit, ...(batch.slice ? { slice: batch.slice } : {}) };
+    return prepared;
+  } catch {
+    return batch;
   }
-  return { streams: [...own.keys()], events: prepared, duplicate: 0 };
+}
+
+function prepareUnit(batch: SinkBatch, unit: ReceiptUnit, u: number, admit: (event: SinkEvent, u: number) => void, place: (p: PreparedEvent, u: number) => void): UnitShare {
+  const events = isPrepared(batch) ? batch.events : unitEvents(batch, unit);
+  for (const event of events) admit(event, u);
+  for (const event of events) place(event, u);
+  // Its streams in order of first appearance.
+  const streams = events.length === 1 ? [events[0]!.stream] : [...new Set(events.map((event) => event.stream))];
+  return { streams, events, duplicate: 0 };
 }
 
 /** One outcome per unit of the call, in order, from the ids the appends wrote; with the totals. */

@@ -297,6 +297,58 @@ function encodeGeneral(id: string, type: string, data: Buffer, properties: Reado
   return { record: buffer, size: data.length + json + typeLength };
 }
 
+/** A varint at `at` in `bytes`: its value and the offset after it. */
+function varintAt(bytes: Uint8Array, at: number): [number, number] {
+  let value = 0;
+  let factor = 1;
+  for (let i = 0; i < 10; i++) {
+    const b = bytes[at++];
+    if (b === undefined) throw new Error('readAppendRecord: truncated varint');
+    value += (b & 0x7f) * factor;
+    if (b < 0x80) return [value, at];
+    factor *= 128;
+  }
+  throw new Error('readAppendRecord: varint longer than 10 bytes');
+}
+
+/** The length-delimited fields of `bytes[start, end)`: field number, content start and end. */
+function* lenFields(bytes: Buffer, start: number, end: number): Generator<[number, number, number]> {
+  let at = start;
+  while (at < end) {
+    const [tag, afterTag] = varintAt(bytes, at);
+    if ((tag & 7) === VARINT) {
+      at = varintAt(bytes, afterTag)[1];
+      continue;
+    }
+    if ((tag & 7) !== LEN) throw new Error(`readAppendRecord: unexpected wire type ${tag & 7}`);
+    const [length, from] = varintAt(bytes, afterTag);
+    if (from + length > end) throw new Error('readAppendRecord: field past the end of its message');
+    yield [tag >>> 3, from, from + length];
+    at = from + length;
+  }
+}
+
+/**
+ * An encoded AppendRecord's data (as JSON text) and properties (string values, in the order
+ * they were written): what a compacted prepared event gives back when it is asked for its parts.
+ */
+export function readAppendRecord(record: Buffer): { dataJson: string; metadata: Record<string, string> } {
+  let dataJson = '';
+  const metadata: Record<string, string> = {};
+  for (const [field, start, end] of lenFields(record, 0, record.length)) {
+    if (field === 4) dataJson = record.toString('utf8', start, end);
+    if (field !== 2) continue;
+    let key = '';
+    let value = '';
+    for (const [entryField, from, to] of lenFields(record, start, end)) {
+      if (entryField === 1) key = record.toString('utf8', from, to);
+      if (entryField === 2) for (const [valueField, a, b] of lenFields(record, from, to)) if (valueField === 3) value = record.toString('utf8', a, b);
+    }
+    metadata[key] = value;
+  }
+  return { dataJson, metadata };
+}
+
 /** The parts of the client this relies on (present in @kurrent/kurrentdb-client 1.x, not in its typings). */
 export interface ClientInternals {
   execute<T>(client: unknown, debugName: string, action: (grpcClient: grpc.Client) => Promise<T>): Promise<T>;

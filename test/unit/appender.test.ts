@@ -188,4 +188,31 @@ describe('group-commit appender', () => {
     calls[1]!.resolve();
     await Promise.all(later);
   });
+  it('queues what the sink made of a unit (`prepare`), and hands that batch to the call', async () => {
+    const { sink, calls } = recordingSink();
+    const given: SinkBatch[] = [];
+    const handed: SinkBatch[] = [];
+    const prepared = new WeakSet<SinkBatch>();
+    const appendMany = sink.appendMany!.bind(sink);
+    sink.prepare = (batch) => {
+      given.push(batch);
+      const lighter = { ...batch, events: batch.events.map((e) => ({ ...e, data: null })) };
+      prepared.add(lighter);
+      return lighter;
+    };
+    sink.appendMany = (batches) => {
+      handed.push(...batches);
+      return appendMany(batches);
+    };
+    const appender = createAppender(sink, { maxConcurrentAppends: 1 });
+    const units = [unit(1, ['s-1']), unit(2, ['s-2', 's-3'])];
+    const done = units.map((u) => appender.append(u));
+    expect(given).toEqual(units); // prepared when queued, before any call
+    await until(() => calls.length === 1);
+    expect(handed).toHaveLength(2);
+    for (const batch of handed) expect(prepared.has(batch)).toBe(true);
+    expect(handed.map((b) => b.events.map((e) => e.stream))).toEqual([['s-1'], ['s-2', 's-3']]);
+    calls[0]!.resolve();
+    expect((await Promise.all(done)).map((o) => o.appended)).toEqual([1, 2]);
+  });
 });

@@ -37,6 +37,31 @@ describe('prepared events', () => {
     }
   }
 
+  it('a compacted event gives back the same data, metadata, sizes, record and client event (read from its record)', () => {
+    for (const unit of [transaction, snapshot]) {
+      for (const metadata of metadatas) {
+        for (const [ordinal, count, scope] of places) {
+          const data = { n: 1, text: 'ü "quoted" 日本', nested: { list: [1, 2.5, null, 'x'] } };
+          const event = { id: '6f1c8e2a-3b7d-4c59-9a0e-5d2b8f4c1e70', stream: 'invoice-1', type: 'InvoiceIssued', data, metadata };
+          const whole = prepareEvent(event, unit, ordinal, count, scope);
+          const compacted = prepareEvent(event, unit, ordinal, count, scope);
+          compacted.compact();
+          expect(compacted.record.equals(whole.record)).toBe(true);
+          expect(compacted.multiStreamSize).toBe(whole.multiStreamSize);
+          expect(compacted.dataJson).toBe(whole.dataJson);
+          expect(compacted.data).toEqual(data);
+          expect(compacted.metadata).toEqual(whole.metadata);
+          expect(Object.keys(compacted.metadata)).toEqual(Object.keys(whole.metadata));
+          expect(compacted.size).toBe(whole.size);
+          expect(compacted.receipt).toEqual(whole.receipt);
+          const a = compacted.eventData;
+          const b = whole.eventData;
+          expect({ ...a, id: a.id, type: a.type, data: a.data, metadata: a.metadata }).toEqual({ ...b, id: b.id, type: b.type, data: b.data, metadata: b.metadata });
+        }
+      }
+    }
+  });
+
   it('still rejects metadata that is not a string or uses the receipt keys', () => {
     const base = { id: '6f1c8e2a-3b7d-4c59-9a0e-5d2b8f4c1e70', stream: 's', type: 'T', data: {} };
     expect(() => prepareEvent({ ...base, metadata: { n: 1 as unknown as string } }, transaction, 0, 1)).toThrow(/metadata "n" that is not a string/);

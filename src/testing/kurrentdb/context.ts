@@ -4,7 +4,8 @@ import type { RpcError } from './errors.js';
 import { injectedFailure } from './errors.js';
 import type { EventStore } from './store.js';
 
-export type InjectedFailureKind = 'unavailable' | 'internal';
+/** UNAVAILABLE, INTERNAL, or UNIMPLEMENTED (a server that does not serve the call, as an older KurrentDB behind a failover would). */
+export type InjectedFailureKind = 'unavailable' | 'internal' | 'unimplemented';
 
 export interface ServerContext {
   readonly store: EventStore;

@@ -48,10 +48,10 @@ export function wrongExpectedVersionError(operation: string, streamName: string,
 }
 
 /** What `failNextAppends` injects: a dropped/broken server, before anything is written. */
-export function injectedFailure(kind: 'unavailable' | 'internal'): RpcError {
-  return kind === 'unavailable'
-    ? rpcError(grpc.status.UNAVAILABLE, 'Server Is Not Ready (injected by the in-memory KurrentDB)')
-    : rpcError(grpc.status.INTERNAL, 'Internal error (injected by the in-memory KurrentDB)');
+export function injectedFailure(kind: 'unavailable' | 'internal' | 'unimplemented'): RpcError {
+  if (kind === 'unavailable') return rpcError(grpc.status.UNAVAILABLE, 'Server Is Not Ready (injected by the in-memory KurrentDB)');
+  if (kind === 'unimplemented') return rpcError(grpc.status.UNIMPLEMENTED, 'Method not implemented (injected by the in-memory KurrentDB)');
+  return rpcError(grpc.status.INTERNAL, 'Internal error (injected by the in-memory KurrentDB)');
 }
 
 // ---- BatchAppend: google.rpc.Status inside BatchAppendResp (Status.cs) ----

@@ -87,9 +87,9 @@ export interface InMemoryKurrentDB {
   /** Stops for good. */
   close(): Promise<void>;
   /**
-   * The next `count` writes (appends, deletes) fail with UNAVAILABLE (default) or INTERNAL —
-   * before anything is written, or with `{ afterWrite: true }` after it (a lost acknowledgement).
-   * The client reports both kinds as UnavailableError.
+   * The next `count` writes (appends, deletes) fail with UNAVAILABLE (default), INTERNAL or
+   * UNIMPLEMENTED — before anything is written, or with `{ afterWrite: true }` after it (a lost
+   * acknowledgement). The client reports the first two as UnavailableError.
    */
   failNextAppends(count: number, kind?: InjectedFailureKind, options?: InjectedFailureOptions): void;
   setAppendLatency(ms: number): void;
