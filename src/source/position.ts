@@ -144,18 +144,24 @@ export function encodeCheckpoint(parts: PositionParts): string {
   return checkpointOf(parts, canonicalLsn(parts.commitLsn));
 }
 
-/** The last system and slot that passed the checks: a source makes one position per transaction, all with the same two. */
-let checkedSource: { systemId: string; slot: string } = { systemId: '', slot: '' };
+/**
+ * The last system, timeline and slot that passed the checks, with their checkpoint prefix
+ * (`v1:<systemId>:<timeline>:<slot>:`): a source makes one position per transaction, all with the
+ * same three. The prefix is one flat string, so a checkpoint is three parts, not eleven (a
+ * transaction in flight holds its checkpoint until durable).
+ */
+let checkedSource: { systemId: string; slot: string; timeline: number; prefix: string } = { systemId: '', slot: '', timeline: Number.NaN, prefix: '' };
 
 function checkpointOf(parts: PositionParts, commitLsn: Lsn): string {
-  if (parts.systemId !== checkedSource.systemId || parts.slot !== checkedSource.slot) {
+  if (parts.systemId !== checkedSource.systemId || parts.slot !== checkedSource.slot || parts.timeline !== checkedSource.timeline) {
     if (!/^\d+$/.test(parts.systemId)) throw new RangeError(`systemId must be a decimal string: ${parts.systemId}`);
     if (!/^[a-z0-9_]+$/.test(parts.slot)) throw new RangeError(`slot name must match [a-z0-9_]+: ${parts.slot}`);
-    checkedSource = { systemId: parts.systemId, slot: parts.slot };
+    if (!Number.isInteger(parts.timeline) || parts.timeline < 1) throw new RangeError(`timeline must be a positive integer: ${parts.timeline}`);
+    const prefix = Buffer.from(`${CHECKPOINT_VERSION}:${parts.systemId}:${parts.timeline}:${parts.slot}:`, 'latin1').toString('latin1');
+    checkedSource = { systemId: parts.systemId, slot: parts.slot, timeline: parts.timeline, prefix };
   }
-  if (!Number.isInteger(parts.timeline) || parts.timeline < 1) throw new RangeError(`timeline must be a positive integer: ${parts.timeline}`);
   if (!Number.isInteger(parts.xid) || parts.xid < 0 || parts.xid > 0xffff_ffff) throw new RangeError(`xid must be a 32-bit unsigned integer: ${parts.xid}`);
-  return `${CHECKPOINT_VERSION}:${parts.systemId}:${parts.timeline}:${parts.slot}:${commitLsn}:${parts.xid}`;
+  return `${checkedSource.prefix}${commitLsn}:${parts.xid}`;
 }
 
 /** Builds a {@link SourcePosition} with its checkpoint string. */

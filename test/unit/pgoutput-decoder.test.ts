@@ -220,6 +220,23 @@ describe('pgTimestampToIso', () => {
     b.writeBigInt64BE(v);
     expect(pgTimestampToIso(b.readInt32BE(0), b.readUInt32BE(4))).toBe(iso);
   });
+  it('runs of nearby times (the cached day), day boundaries and jumps back: as Date#toISOString with microseconds', () => {
+    const reference = (micros: bigint): string => {
+      const ms = micros / 1000n - (micros % 1000n < 0n ? 1n : 0n);
+      const rest = micros - ms * 1000n;
+      return `${new Date(Number(ms) + 946_684_800_000).toISOString().slice(0, -1)}${String(rest).padStart(3, '0')}Z`;
+    };
+    const b = Buffer.alloc(8);
+    let seed = 7;
+    const random = (): number => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+    let t = isoToPgMicros('2026-12-06T23:59:58.000000Z');
+    for (let i = 0; i < 20_000; i++) {
+      // Mostly small steps forward (a few across midnight), sometimes a jump back by up to two days.
+      t += i % 500 === 499 ? -BigInt(Math.floor(random() * 172_800_000_000)) : BigInt(Math.floor(random() * 400_000_000));
+      b.writeBigInt64BE(t);
+      expect(pgTimestampToIso(b.readInt32BE(0), b.readUInt32BE(4))).toBe(reference(t));
+    }
+  });
   it('infinity', () => {
     expect(pgTimestampToIso(0x7fffffff, 0xffffffff)).toBe('infinity');
     expect(pgTimestampToIso(-0x80000000, 0)).toBe('-infinity');

@@ -1,7 +1,7 @@
 // LSN parsing and comparison (a hand-written parser on the hot path) against a plain reference:
 // the regex PostgreSQL's `%X/%X` form matches, and bigint arithmetic.
 import { describe, expect, it } from 'vitest';
-import { canonicalLsn, compareLsn, isLsn, parseLsn } from '../../src/source/position.js';
+import { canonicalLsn, compareLsn, decodeCheckpoint, encodeCheckpoint, isLsn, parseLsn } from '../../src/source/position.js';
 
 const reference = (lsn: string): bigint | null => {
   const m = /^([0-9A-Fa-f]{1,8})\/([0-9A-Fa-f]{1,8})$/.exec(lsn);
@@ -47,5 +47,38 @@ describe('LSNs', () => {
       }
     }
     expect(compareLsn('0/9', '0/10')).toBeLessThan(0);
+  });
+});
+
+describe('checkpoints', () => {
+  it('encode every field, whichever source came before (the prefix is kept per system, timeline and slot), and decode back', () => {
+    const sources = [
+      { systemId: '7412345678901234567', timeline: 1, slot: 'shop' },
+      { systemId: '7412345678901234567', timeline: 2, slot: 'shop' },
+      { systemId: '7412345678901234567', timeline: 2, slot: 'shop_b' },
+      { systemId: '1', timeline: 2, slot: 'shop_b' },
+    ];
+    for (let i = 0; i < 400; i++) {
+      const source = sources[(i * 7) % sources.length]!;
+      const parts = { ...source, commitLsn: `${(i % 3).toString(16)}/${(i * 40503).toString(16)}`, xid: (i * 2654435761) % 2 ** 32 };
+      const checkpoint = encodeCheckpoint(parts);
+      expect(checkpoint).toBe(`v1:${source.systemId}:${source.timeline}:${source.slot}:${canonicalLsn(parts.commitLsn)}:${parts.xid}`);
+      expect(decodeCheckpoint(checkpoint)).toMatchObject({ ...parts, commitLsn: canonicalLsn(parts.commitLsn) });
+    }
+  });
+
+  it('checks system, timeline, slot and xid, also right after a valid checkpoint of the same source', () => {
+    const good = { systemId: '7412345678901234567', timeline: 1, slot: 'shop', commitLsn: '0/1', xid: 1 };
+    for (const [bad, message] of [
+      [{ timeline: 0 }, /timeline/],
+      [{ timeline: 1.5 }, /timeline/],
+      [{ systemId: '' }, /systemId/],
+      [{ slot: 'Shop' }, /slot/],
+      [{ xid: -1 }, /xid/],
+      [{ xid: 2 ** 32 }, /xid/],
+    ] as const) {
+      encodeCheckpoint(good);
+      expect(() => encodeCheckpoint({ ...good, ...bad })).toThrow(message);
+    }
   });
 });

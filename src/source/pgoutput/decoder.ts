@@ -10,6 +10,9 @@
 import { PgoutputDecodeError } from '../../errors.js';
 import { readLsnAt } from '../position.js';
 import { utf8Text } from '../utf8-text.js';
+import { pgTimestampToIso } from './timestamp.js';
+
+export { pgTimestampToIso } from './timestamp.js';
 import type { Lsn, ReplicaIdentity } from '../types.js';
 import type {
   PgoutputMessage, RelationColumnMessage, TupleData, TupleValue,
@@ -25,9 +28,6 @@ export interface DecodeOptions {
 
 const NULL_VALUE: TupleValue = Object.freeze({ kind: 'null' });
 const UNCHANGED_TOAST_VALUE: TupleValue = Object.freeze({ kind: 'unchanged-toast' });
-
-/** Milliseconds between 1970-01-01 and 2000-01-01 (PostgreSQL's epoch). */
-const PG_EPOCH_MS = 946_684_800_000;
 
 // Cursor of the message being decoded. Decoding is synchronous, so one module-level cursor
 // is safe and saves an object per message. `base`: where the message starts in `buf` (0 for a
@@ -94,54 +94,6 @@ function timestamp(): string {
   lastHi = hi;
   lastLo = lo;
   return (lastText = pgTimestampToIso(hi, lo));
-}
-
-/**
- * PostgreSQL `TimestampTz` (int64 microseconds since 2000-01-01 UTC, given as signed high and
- * unsigned low 32-bit halves) → `YYYY-MM-DDTHH:MM:SS.ffffffZ`. Exact for any timestamp
- * PostgreSQL accepts (|µs| < 2^53 covers ±285 years around 2000 exactly; beyond that the
- * millisecond part stays exact because the value is split before conversion).
- */
-export function pgTimestampToIso(hi: number, lo: number): string {
-  if (hi === 0x7fffffff && lo === 0xffffffff) return 'infinity';
-  if (hi === -0x80000000 && lo === 0) return '-infinity';
-  // Split into whole milliseconds and the microsecond remainder without losing precision:
-  // hi*2^32 = hi*4294967*1000 + hi*296.
-  const hiMs = hi * 4_294_967;
-  const rest = hi * 296 + lo; // |rest| < 2^41, exact
-  let ms = hiMs + Math.floor(rest / 1000);
-  let micros = rest - Math.floor(rest / 1000) * 1000;
-  if (micros < 0) { micros += 1000; ms -= 1; }
-  const m = micros < 10 ? `00${micros}` : micros < 100 ? `0${micros}` : `${micros}`;
-  return `${isoMillis(ms + PG_EPOCH_MS)}${m}Z`;
-}
-
-const DAY_MS = 86_400_000;
-/** The UTC day last formatted: its first millisecond and its `YYYY-MM-DDT` (commit times come in order, mostly the same day). */
-let cachedDayStart = Number.NaN;
-let cachedDayPrefix = '';
-
-function pad2(n: number): string {
-  return n < 10 ? `0${n}` : `${n}`;
-}
-
-/** `YYYY-MM-DDTHH:MM:SS.mmm` of a Unix time in ms, as `Date#toISOString` without the `Z` (the date part cached per day). */
-export function isoMillis(unixMs: number): string {
-  const offset = unixMs - cachedDayStart;
-  if (offset >= 0 && offset < DAY_MS) {
-    const h = Math.floor(offset / 3_600_000);
-    const min = Math.floor(offset / 60_000) % 60;
-    const sec = Math.floor(offset / 1000) % 60;
-    const milli = offset % 1000;
-    return `${cachedDayPrefix}${pad2(h)}:${pad2(min)}:${pad2(sec)}.${milli < 10 ? `00${milli}` : milli < 100 ? `0${milli}` : milli}`;
-  }
-  const iso = new Date(unixMs).toISOString();
-  if (iso.length === 24) {
-    // Four-digit years only (the ±YYYYYY forms are not cached).
-    cachedDayStart = unixMs - (((unixMs % DAY_MS) + DAY_MS) % DAY_MS);
-    cachedDayPrefix = iso.slice(0, 11);
-  }
-  return iso.slice(0, -1);
 }
 
 function text(start: number, end: number): string {
