@@ -46,9 +46,21 @@ export interface AppenderOptions {
   readonly onCallDone?: (seconds: number) => void;
 }
 
+/** Told once how a queued unit ended (see {@link Appender.appendTo}). Must not throw. */
+export interface AppendReceiver {
+  appended(outcome: AppendOutcome): void;
+  failed(error: unknown): void;
+}
+
 export interface Appender {
   /** Queues the unit; resolves when it is durable (and with it everything queued before it in its streams). */
   append(batch: SinkBatch): Promise<AppendOutcome>;
+  /**
+   * {@link Appender.append}, telling `receiver` instead of settling a promise: a transaction
+   * streamed costs no promise, resolving functions or callbacks here (they lived as long as the
+   * unit was in flight, and young collections copied them).
+   */
+  appendTo(batch: SinkBatch, receiver: AppendReceiver): void;
   /** Units queued or being appended. */
   readonly inFlight: number;
   /** Resolves when nothing is queued or running (failures included). */
@@ -62,8 +74,7 @@ export interface Appender {
 interface Entry {
   readonly batch: SinkBatch;
   readonly streams: readonly string[];
-  readonly resolve: (outcome: AppendOutcome) => void;
-  readonly reject: (error: unknown) => void;
+  readonly receiver: AppendReceiver;
 }
 
 export function createAppender(sink: Sink, options: AppenderOptions = {}): Appender {
@@ -149,16 +160,16 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
         stats.calls += 1;
         stats.units += take.length;
         if (take.length > stats.largestBatch) stats.largestBatch = take.length;
-        take.forEach((entry, i) => entry.resolve(outcomes[i]!));
+        for (let i = 0; i < take.length; i++) take[i]!.receiver.appended(outcomes[i]!);
       },
       (error: unknown) => {
         failure ??= error;
-        for (const entry of take) entry.reject(error);
+        for (const entry of take) entry.receiver.failed(error);
         // Nothing queued behind a failed call may run.
         const rest = queue.slice(head) as Entry[];
         queue = [];
         head = 0;
-        for (const entry of rest) entry.reject(blocked(entry.streams));
+        for (const entry of rest) entry.receiver.failed(blocked(entry.streams));
         settle(rest.length);
       },
     ).finally(() => {
@@ -175,19 +186,27 @@ export function createAppender(sink: Sink, options: AppenderOptions = {}): Appen
     return new Promise((resolve) => waiters.push({ n, resolve }));
   }
 
+  function appendTo(given: SinkBatch, receiver: AppendReceiver): void {
+    const events = given.events;
+    const streams = events.length === 1 ? [events[0]!.stream] : [...new Set(events.map((e) => e.stream))];
+    if (failure !== null) {
+      // Told later, as a rejected promise would be: the caller is still queueing.
+      queueMicrotask(() => receiver.failed(blocked(streams)));
+      return;
+    }
+    inFlight += 1;
+    sink.prefetch?.(streams);
+    // What waits in the queue is what the sink made of the unit (encoded), not the mapper's objects.
+    const batch = sink.prepare ? sink.prepare(given) : given;
+    queue.push({ batch, streams, receiver });
+    schedule();
+  }
+
   return {
-    append(given) {
-      const events = given.events;
-      const streams = events.length === 1 ? [events[0]!.stream] : [...new Set(events.map((e) => e.stream))];
-      if (failure !== null) return Promise.reject(blocked(streams));
-      inFlight += 1;
-      sink.prefetch?.(streams);
-      // What waits in the queue is what the sink made of the unit (encoded), not the mapper's objects.
-      const batch = sink.prepare ? sink.prepare(given) : given;
-      const promise = new Promise<AppendOutcome>((resolve, reject) => queue.push({ batch, streams, resolve, reject }));
-      schedule();
-      return promise;
+    append(batch) {
+      return new Promise<AppendOutcome>((resolve, reject) => appendTo(batch, { appended: resolve, failed: reject }));
     },
+    appendTo,
     get inFlight() {
       return inFlight;
     },

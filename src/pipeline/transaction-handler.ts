@@ -11,13 +11,14 @@
  */
 import { readChanges, readChangesNow, withChanges, type CommittedTransaction } from '../buffer/index.js';
 import { mapUnit, type AnyMapper, type FailedRecord, type MapResult } from '../mapping/index.js';
-import { SLICED_UNIT_EVENTS, type AppendOutcome, type SinkEvent, type SinkMode, type SinkPosition } from '../sink/index.js';
+import { SLICED_UNIT_EVENTS, type SinkEvent, type SinkMode, type SinkPosition } from '../sink/index.js';
 import type { Change, ChangeSequence, SourceTransaction, SourceUnit } from '../source/types.js';
-import type { Appender } from './appender.js';
+import type { Appender, AppendReceiver } from './appender.js';
 import type { CheckpointCoordinator } from './checkpoint-coordinator.js';
 import type { CheckpointWriter } from './checkpoint-writer.js';
 import type { ContractCheck } from './contract-check.js';
 import { createLargeUnits, type Queued } from './large-units.js';
+import { PendingUnit, type UnitCounter } from './pending-unit.js';
 import type { Logger } from './logger.js';
 import type { RunControl } from './run-control.js';
 import type { RunStats } from './run-stats.js';
@@ -63,6 +64,28 @@ export interface TransactionHandler {
 type QueueUnit = (unit: SourceTransaction, position: SinkPosition, sourceIdentity: string) => Queued | null | Promise<Queued | null>;
 
 const NO_RECORDS: readonly FailedRecord[] = Object.freeze([]);
+
+interface TransactionAcks {
+  durable(seq: number, commitTime: string): void;
+  failed(seq: number, error: unknown): void;
+}
+
+/** A transaction waiting for its unit: one object (its fields), no callbacks. */
+class TransactionAck implements AppendReceiver {
+  constructor(
+    private readonly acks: TransactionAcks,
+    private readonly seq: number,
+    private readonly commitTime: string,
+  ) {}
+
+  appended(): void {
+    this.acks.durable(this.seq, this.commitTime);
+  }
+
+  failed(error: unknown): void {
+    this.acks.failed(this.seq, error);
+  }
+}
 
 export function createTransactionHandler(deps: TransactionHandlerDeps): TransactionHandler {
   const { control, stats, coordinator, log } = deps;
@@ -110,21 +133,16 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
     });
   }
 
-  /**
-   * The append's outcome, counted once durable. Made out here, not in `queueMapped`: a callback
-   * made there would hold that call's scope — the unit's events — until the append is durable,
-   * while the queue holds only what the sink made of them (`Sink.prepare`). So only the types wait.
-   */
-  function counted(durable: Promise<AppendOutcome>, types: string | readonly string[], parked: boolean): Promise<AppendOutcome> {
-    return durable.then((outcome) => {
+  /** Counts a durable unit's outcome (the queued unit holds only its event types for this, not its events). */
+  const counter: UnitCounter = {
+    count(outcome, types, parked) {
       counts.eventsAppended += outcome?.appended ?? 0;
       counts.replaySkipped += outcome?.skipped ?? 0;
       if (typeof types === 'string') byType[types] = (byType[types] ?? 0) + 1;
       else for (const type of types) byType[type] = (byType[type] ?? 0) + 1;
       if (parked) counts.parkedTx += 1;
-      return outcome;
-    });
-  }
+    },
+  };
 
   /** A unit's mapped events validated and queued: whole, or in slices when it has more than SLICED_UNIT_EVENTS. */
   function queueMapped(unit: SourceUnit, position: SinkPosition, mapped: MapResult): Queued | null | Promise<Queued | null> {
@@ -140,11 +158,11 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
     counts.contractViolations += parked.length;
     const events: SinkEvent[] = failed.length === 0 ? ok : [...ok, ...failed];
     if (events.length === 0) return null;
-    const types = ok.length === 1 ? ok[0]!.type : ok.map((e) => e.type);
-    const anyParked = failed.length > 0;
+    const pending = new PendingUnit(counter, ok.length === 1 ? ok[0]!.type : ok.map((e) => e.type), failed.length > 0);
     const queue = (): Queued => {
       if (control.stopRequested && control.fatal) throw control.fatal;
-      return { durable: counted(deps.appender().append({ position, events }), types, anyParked) };
+      deps.appender().appendTo({ position, events }, pending);
+      return pending;
     };
     if (full()) return control.until(deps.appender().whenBelow(deps.maxInFlightTransactions)).then(queue);
     return queue();
@@ -215,27 +233,36 @@ export function createTransactionHandler(deps: TransactionHandlerDeps): Transact
       );
       return;
     }
-    const done = (): void => {
-      const advanced = coordinator.complete(seq);
-      if (advanced) deps.checkpoints.advance({ ...advanced.payload, endLsn: advanced.endLsn });
-    };
     if (!queued) {
       counts.skipped += 1;
-      done();
+      complete(seq);
       return;
     }
-    queued.durable.then(
-      () => {
+    if (queued instanceof PendingUnit) queued.listen(new TransactionAck(acks, seq, commitTime));
+    else queued.durable.then(() => acks.durable(seq, commitTime), (error: unknown) => acks.failed(seq, error));
+  }
+
+  function complete(seq: number): void {
+    const advanced = coordinator.complete(seq);
+    if (advanced) deps.checkpoints.advance({ ...advanced.payload, endLsn: advanced.endLsn });
+  }
+
+  /** What a transaction's acknowledgement does once its unit is durable, or failed. */
+  const acks: TransactionAcks = {
+    durable(seq, commitTime) {
+      try {
         counts.appended += 1;
         stats.recordLag(commitTime);
-        done();
-      },
-      (error: unknown) => {
-        coordinator.fail(seq);
+        complete(seq);
+      } catch (error) {
         control.fail(error);
-      },
-    );
-  }
+      }
+    },
+    failed(seq, error) {
+      coordinator.fail(seq);
+      control.fail(error);
+    },
+  };
 
   function handleTransaction(tx: CommittedTransaction, materialized?: Change[], gate?: Promise<void> | null): Promise<void> | undefined {
     const changes = materialized ?? readChangesNow(tx);

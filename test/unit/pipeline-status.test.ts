@@ -85,6 +85,9 @@ describe('batchingStatus', () => {
     stats,
     inFlight: 0,
     append: () => Promise.reject(new Error('not used')),
+    appendTo: () => {
+      throw new Error('not used');
+    },
     drain: () => Promise.resolve(),
     whenBelow: () => Promise.resolve(),
   });

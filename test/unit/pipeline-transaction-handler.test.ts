@@ -3,7 +3,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { InMemoryTransaction } from '../../src/buffer/committed-transaction.js';
 import { createRedactor } from '../../src/config/redact.js';
 import { contractViolationRecord, defineMapper } from '../../src/mapping/index.js';
-import type { Appender } from '../../src/pipeline/appender.js';
+import type { Appender, AppendReceiver } from '../../src/pipeline/appender.js';
 import { createCheckpointCoordinator, type CheckpointCoordinator } from '../../src/pipeline/checkpoint-coordinator.js';
 import type { ContractCheck } from '../../src/pipeline/contract-check.js';
 import { ContractViolationHaltError } from '../../src/pipeline/errors.js';
@@ -57,6 +57,9 @@ function fakeAppender() {
       return new Promise<AppendOutcome>((resolve, reject) =>
         calls.push({ batch, reject, resolve: () => resolve({ appended: batch.events.length, skipped: 0, streams: [], checkpoint: 'appended', mode: 'multi-stream' }) }),
       );
+    },
+    appendTo(batch: SinkBatch, receiver: AppendReceiver): void {
+      this.append(batch).then((outcome) => receiver.appended(outcome), (error: unknown) => receiver.failed(error));
     },
     whenBelow(n: number): Promise<void> {
       return new Promise<void>((resolve) => room.push({ n, resolve }));
