@@ -17,7 +17,7 @@ import {
   type TransactionSinkPosition,
 } from '../../src/sink/index.js';
 import { uuidv5 } from '../../src/sink/encoding.js';
-import { sinkFactory, useInMemoryKurrentDB, type LogLine } from '../support/kurrentdb-rig.js';
+import { sinkFactory, stored, useInMemoryKurrentDB, type LogLine } from '../support/kurrentdb-rig.js';
 
 // ---- rig ----------------------------------------------------------------------------------
 
@@ -52,16 +52,6 @@ function tx(scope: string, n: number, events: ReadonlyArray<readonly [string, st
       },
     })),
   };
-}
-
-function stored(db: InMemoryKurrentDB, stream: string) {
-  return db.readStreamEvents(stream).map((event) => ({
-    id: event.id,
-    type: event.type,
-    revision: event.revision,
-    data: JSON.parse(Buffer.from(event.data).toString('utf8')) as unknown,
-    metadata: JSON.parse(Buffer.from(event.metadata).toString('utf8')) as Record<string, string>,
-  }));
 }
 
 function ids(db: InMemoryKurrentDB, stream: string): string[] {

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { InMemoryKurrentDB } from '../../src/testing/kurrentdb/index.js';
 import { checkpointStreamName, type SinkBatch, type SinkEvent, type TransactionSinkPosition } from '../../src/sink/index.js';
 import { uuidv5 } from '../../src/sink/encoding.js';
-import { sinkFactory, useInMemoryKurrentDB, type LogLine } from '../support/kurrentdb-rig.js';
+import { sinkFactory, stored, useInMemoryKurrentDB, type LogLine } from '../support/kurrentdb-rig.js';
 
 const { cleanups, server } = useInMemoryKurrentDB();
 const sink = sinkFactory(cleanups);
@@ -29,16 +29,6 @@ function tx(scope: string, n: number): SinkBatch {
     metadata: { 'source.commitLsn': commitLsn, 'source.xid': String(xid), 'transaction.index': String(index), ...(n % 3 === 0 ? { note: 'cödé' } : {}) },
   }));
   return { position, events };
-}
-
-function stored(db: InMemoryKurrentDB, stream: string) {
-  return db.readStreamEvents(stream).map((event) => ({
-    id: event.id,
-    type: event.type,
-    revision: event.revision,
-    data: JSON.parse(Buffer.from(event.data).toString('utf8')) as unknown,
-    metadata: JSON.parse(Buffer.from(event.metadata).toString('utf8')) as Record<string, string>,
-  }));
 }
 
 /** Every stream the units touch, with the checkpoint stream: what a destination holds of them. */

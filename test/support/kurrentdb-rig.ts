@@ -60,3 +60,14 @@ export function crashAtAppend(n: number): { beforeAppend(): void } {
     },
   };
 }
+
+/** A stream's events as stored (data and metadata parsed), without gRPC. */
+export function stored(db: InMemoryKurrentDB, stream: string) {
+  return db.readStreamEvents(stream).map((event) => ({
+    id: event.id,
+    type: event.type,
+    revision: event.revision,
+    data: JSON.parse(Buffer.from(event.data).toString('utf8')) as unknown,
+    metadata: JSON.parse(Buffer.from(event.metadata).toString('utf8')) as Record<string, string>,
+  }));
+}
