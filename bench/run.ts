@@ -44,6 +44,7 @@ import { benchAssembler, maxOf, percentile } from './lib/pipeline-run.js';
 import { DEFAULT_LATENCY_RATES, runLatencyDriver } from './lib/latency-driver.js';
 import { startKurrentDBProcess } from './lib/kurrentdb-server.js';
 import { cpuSeconds } from './lib/proc-cpu.js';
+import { machinePaceMs } from './lib/machine-pace.js';
 import { incrementalSnapshotRun, initialSnapshotRun, type SnapshotRun } from './lib/snapshot-runs.js';
 
 const N = Number(process.env.EA_BENCH_TRANSACTIONS ?? 50_000);
@@ -70,6 +71,7 @@ const loadText = (load: number[]) => load.map((l) => l.toFixed(2)).join(' / ');
 
 // Before anything of the bench starts: figures are for a quiet machine (load below 0.5).
 const loadAtStart = os.loadavg();
+const paceAtStart = machinePaceMs();
 log(`load average at start ${loadText(loadAtStart)}; ${fmt(N)} transactions, ${ROUNDS} round(s)`);
 const server = await startEmbeddedPostgres();
 const runs: ConsumerRun[] = [];
@@ -191,7 +193,7 @@ try {
 } catch {
   cpu = `${os.cpus().length} × ${cpu}`;
 }
-const machine = `${cpu}; Node ${process.version}; ${os.platform()}/${os.arch()}; load average at the start ${loadText(loadAtStart)}, at the end ${loadText(os.loadavg())}`;
+const machine = `${cpu}; Node ${process.version}; ${os.platform()}/${os.arch()}; load average at the start ${loadText(loadAtStart)}, at the end ${loadText(os.loadavg())}; a fixed workload took ${paceAtStart} ms of CPU at the start, ${machinePaceMs()} at the end (the machine's pace: lower is faster)`;
 const summary = e2eReport({
   transactions: N,
   rounds: ROUNDS,

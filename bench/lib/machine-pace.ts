@@ -1,0 +1,33 @@
+/**
+ * The machine's pace: CPU milliseconds of a fixed workload (integer arithmetic in one thread, no
+ * allocation, so the garbage collector's state does not enter), taken at a bench's start and end. On a shared VM the same build's CPU per
+ * transaction moved by a third from one run to the next (bench/results/2026-12-08-in-flight-objects.md);
+ * this says how fast the minutes of a run were, so figures from different runs can be read side by side.
+ */
+export function machinePaceMs(): number {
+  // The first pass compiles the workload (its CPU would be the compiler's, not the machine's pace).
+  if (!warm) {
+    workload();
+    warm = true;
+  }
+  const before = process.cpuUsage();
+  const sum = workload();
+  const used = process.cpuUsage(before);
+  if (sum <= 0) throw new Error('machinePaceMs: the workload was optimized away');
+  return Math.round((used.user + used.system) / 1000);
+}
+
+let warm = false;
+
+function workload(): number {
+  // xorshift32, 100 million steps.
+  let x = 2_463_534_242;
+  let sum = 0;
+  for (let i = 0; i < 100_000_000; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    sum = (sum + (x & 0xff)) | 0;
+  }
+  return sum === 0 ? 1 : Math.abs(sum) + 1;
+}
