@@ -1,8 +1,9 @@
 /**
- * The machine's pace: CPU milliseconds of a fixed workload (integer arithmetic in one thread, no
- * allocation, so the garbage collector's state does not enter), taken at a bench's start and end. On a shared VM the same build's CPU per
- * transaction moved by a third from one run to the next (bench/results/2026-12-08-in-flight-objects.md);
- * this says how fast the minutes of a run were, so figures from different runs can be read side by side.
+ * CPU milliseconds of a fixed workload (integer arithmetic in one thread, no allocation, so the
+ * garbage collector's state does not enter), taken at a bench's start and end: whether the core
+ * itself ran slower during a run (frequency, steal). On 2026-12-08 it stayed within 142–155 ms over
+ * runs whose CPU per transaction ranged 30–38 µs: those slow runs were not slower arithmetic
+ * (bench/results/2026-12-08-in-flight-objects.md).
  */
 export function machinePaceMs(): number {
   // The first pass compiles the workload (its CPU would be the compiler's, not the machine's pace).
