@@ -112,6 +112,7 @@ class Prepared implements PreparedEvent {
   compact(): void {
     this.#encode();
     this.#receiptValue = undefined;
+    this.#metadata = undefined;
     this.#dataJson = null;
     this.#data = undefined;
     this.#own = null;
