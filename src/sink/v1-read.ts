@@ -20,7 +20,7 @@
  *   UUID           { Structured structured = 1 { int64 most_significant_bits = 1; int64 least_significant_bits = 2; };
  *                    string string = 2; }
  */
-import { fieldSize, LEN, writeVarint } from './protobuf-wire.js';
+import { fieldSize, lenEnd, LEN, readVarint, skip, writeVarint, type Cursor } from './protobuf-wire.js';
 
 /** What a tail read found: the stream's last event, or that it has none. */
 export type TailRead =
@@ -76,26 +76,6 @@ export function encodeTailReadRequest(stream: string): Buffer {
   return buffer;
 }
 
-/** A cursor over one protobuf message in `buf[pos, end)`. */
-interface Cursor {
-  readonly buf: Buffer;
-  pos: number;
-}
-
-function readVarint(c: Cursor): number {
-  // Up to 2^53 exactly in a number; revisions and lengths stay far below.
-  let result = 0;
-  let factor = 1;
-  for (let i = 0; i < 10; i++) {
-    const b = c.buf[c.pos++];
-    if (b === undefined) throw new Error('truncated varint');
-    result += (b & 0x7f) * factor;
-    if (b < 0x80) return result;
-    factor *= 128;
-  }
-  throw new Error('varint longer than 10 bytes');
-}
-
 /** A uint64/int64 varint as a bigint (two's complement 64-bit for int64 when `signed`). */
 function readVarint64(c: Cursor, signed: boolean): bigint {
   let result = 0n;
@@ -110,33 +90,6 @@ function readVarint64(c: Cursor, signed: boolean): bigint {
   throw new Error('varint longer than 10 bytes');
 }
 
-/** The end of a length-delimited field whose tag was just read. */
-function lenEnd(c: Cursor, end: number): number {
-  const length = readVarint(c);
-  const fieldEnd = c.pos + length;
-  if (fieldEnd > end) throw new Error('length-delimited field past the end of its message');
-  return fieldEnd;
-}
-
-function skip(c: Cursor, wireType: number, end: number): void {
-  switch (wireType) {
-    case 0:
-      readVarint(c);
-      return;
-    case 1:
-      c.pos += 8;
-      break;
-    case 2:
-      c.pos = lenEnd(c, end);
-      return;
-    case 5:
-      c.pos += 4;
-      break;
-    default:
-      throw new Error(`unsupported wire type ${wireType}`);
-  }
-  if (c.pos > end) throw new Error('field past the end of its message');
-}
 
 /** UUID: the string form, or the structured form (two int64 halves) as the client's `parseUUID` writes it. */
 function readUuid(c: Cursor, end: number): string {

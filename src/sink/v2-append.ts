@@ -23,7 +23,7 @@ import type * as grpc from '@grpc/grpc-js';
 import commandErrors from '@kurrent/kurrentdb-client/dist/utils/CommandError.js';
 import v2StreamsGrpc from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_grpc_pb.js';
 import v2StreamsPb from '@kurrent/kurrentdb-client/generated/kurrentdb/protocols/v2/streams/streams_pb.js';
-import { fieldSize, LEN, VARINT, writeVarint } from './protobuf-wire.js';
+import { fieldSize, lenEnd, LEN, readVarint, skip, VARINT, writeVarint, type Cursor } from './protobuf-wire.js';
 import { encodeAppendRequest, type EncodedStreamAppend, type MultiStreamAppendResult } from './v2-append-session.js';
 
 export { encodeAppendRequest, type EncodedStreamAppend, type MultiStreamAppendResult, type WireExpectedState } from './v2-append-session.js';
@@ -297,35 +297,12 @@ function encodeGeneral(id: string, type: string, data: Buffer, properties: Reado
   return { record: buffer, size: data.length + json + typeLength };
 }
 
-/** A varint at `at` in `bytes`: its value and the offset after it. */
-function varintAt(bytes: Uint8Array, at: number): [number, number] {
-  let value = 0;
-  let factor = 1;
-  for (let i = 0; i < 10; i++) {
-    const b = bytes[at++];
-    if (b === undefined) throw new Error('readAppendRecord: truncated varint');
-    value += (b & 0x7f) * factor;
-    if (b < 0x80) return [value, at];
-    factor *= 128;
-  }
-  throw new Error('readAppendRecord: varint longer than 10 bytes');
-}
-
-/** The length-delimited fields of `bytes[start, end)`: field number, content start and end. */
-function* lenFields(bytes: Buffer, start: number, end: number): Generator<[number, number, number]> {
-  let at = start;
-  while (at < end) {
-    const [tag, afterTag] = varintAt(bytes, at);
-    if ((tag & 7) === VARINT) {
-      at = varintAt(bytes, afterTag)[1];
-      continue;
-    }
-    if ((tag & 7) !== LEN) throw new Error(`readAppendRecord: unexpected wire type ${tag & 7}`);
-    const [length, from] = varintAt(bytes, afterTag);
-    if (from + length > end) throw new Error('readAppendRecord: field past the end of its message');
-    yield [tag >>> 3, from, from + length];
-    at = from + length;
-  }
+/** The length-delimited field whose tag was just read, as UTF-8 text. */
+function readString(c: Cursor, end: number): string {
+  const fieldEnd = lenEnd(c, end);
+  const text = c.buf.toString('utf8', c.pos, fieldEnd);
+  c.pos = fieldEnd;
+  return text;
 }
 
 /**
@@ -335,16 +312,31 @@ function* lenFields(bytes: Buffer, start: number, end: number): Generator<[numbe
 export function readAppendRecord(record: Buffer): { dataJson: string; metadata: Record<string, string> } {
   let dataJson = '';
   const metadata: Record<string, string> = {};
-  for (const [field, start, end] of lenFields(record, 0, record.length)) {
-    if (field === 4) dataJson = record.toString('utf8', start, end);
-    if (field !== 2) continue;
-    let key = '';
-    let value = '';
-    for (const [entryField, from, to] of lenFields(record, start, end)) {
-      if (entryField === 1) key = record.toString('utf8', from, to);
-      if (entryField === 2) for (const [valueField, a, b] of lenFields(record, from, to)) if (valueField === 3) value = record.toString('utf8', a, b);
-    }
-    metadata[key] = value;
+  const c: Cursor = { buf: record, pos: 0 };
+  while (c.pos < record.length) {
+    const tag = readVarint(c);
+    if (tag === ((4 << 3) | LEN)) {
+      dataJson = readString(c, record.length);
+    } else if (tag === ((2 << 3) | LEN)) {
+      // A map entry: key = 1, value = 2 (a google.protobuf.Value: string_value = 3).
+      const entryEnd = lenEnd(c, record.length);
+      let key = '';
+      let value = '';
+      while (c.pos < entryEnd) {
+        const field = readVarint(c);
+        if (field === ((1 << 3) | LEN)) {
+          key = readString(c, entryEnd);
+        } else if (field === ((2 << 3) | LEN)) {
+          const valueEnd = lenEnd(c, entryEnd);
+          while (c.pos < valueEnd) {
+            const inner = readVarint(c);
+            if (inner === ((3 << 3) | LEN)) value = readString(c, valueEnd);
+            else skip(c, inner & 7, valueEnd);
+          }
+        } else skip(c, field & 7, entryEnd);
+      }
+      metadata[key] = value;
+    } else skip(c, tag & 7, record.length);
   }
   return { dataJson, metadata };
 }
